@@ -1,0 +1,37 @@
+//! Builds the C++ shim (`csrc/shim.cpp`) against the libtorch torch-sys found, and passes
+//! that libtorch's lib dir on: as an rpath for this crate's tests and, through `links`, as
+//! `DEP_TORCHLIGHT_SHIM_LIBTORCH_LIB` to every crate that depends on this one.
+
+use std::env;
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo:rerun-if-changed=csrc/shim.cpp");
+    println!("cargo:rerun-if-changed=csrc/shim.h");
+    let lib = PathBuf::from(
+        env::var("DEP_TCH_LIBTORCH_LIB")
+            .expect("torch-sys did not report its libtorch lib dir (DEP_TCH_LIBTORCH_LIB)"),
+    );
+    let libtorch = lib.parent().expect("libtorch lib dir has a parent").to_path_buf();
+    let abi = env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".to_string());
+    println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+
+    cc::Build::new()
+        .cpp(true)
+        .pic(true)
+        .std("c++17")
+        .include(libtorch.join("include"))
+        .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
+        .define("GLOG_USE_GLOG_EXPORT", None)
+        // libtorch's headers are not warning-clean under -Wall; ours are checked by review.
+        .warnings(false)
+        .file("csrc/shim.cpp")
+        .compile("torchlight_shim");
+    // After the static shim so that the linker resolves its references to libtorch.
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    println!("cargo:rustc-link-lib=dylib=torch_cpu");
+    println!("cargo:rustc-link-lib=dylib=c10");
+
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    println!("cargo:libtorch_lib={}", lib.display());
+}

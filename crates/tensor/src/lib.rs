@@ -1,0 +1,33 @@
+//! `torchlight-tensor`: the libtorch layer every other Torchlight crate builds on.
+//!
+//! - Devices from strings, with CUDA really linked ([`DeviceSpec`], [`device`], [`cuda_status`]).
+//! - Seeding of torch and Torchlight generators, and derived per-epoch / per-sample seeds
+//!   ([`seed_everything`], [`seed`]).
+//! - Guards: [`no_grad`] and [`autocast`] (CUDA fp16/bf16, CPU bf16).
+//! - Pinned host memory and non-blocking copies, with a no-op path on CPU-only machines.
+//! - Layout helpers that always return contiguous memory, and tensor diagnostics
+//!   ([`summary`], [`ensure_finite`]).
+//!
+//! libtorch comes from `cargo xtask setup`; the few libtorch entry points tch does not
+//! generate are reached through a small C++ shim (`csrc/shim.cpp`) that turns C++ exceptions
+//! into [`TensorError::Torch`].
+
+mod amp;
+mod cuda;
+mod device;
+mod error;
+mod ffi;
+mod grad;
+pub mod layout;
+pub mod seed;
+mod summary;
+mod transfer;
+
+pub use amp::non_finite_check_and_unscale;
+pub use cuda::{cuda_device_count, cuda_is_available, cuda_status, CudaStatus};
+pub use device::{device, DeviceSpec};
+pub use error::{Result, TensorError};
+pub use grad::{autocast, autocast_if, autocast_state, no_grad, AutocastGuard, NoGradGuard};
+pub use seed::{global_seed, seed_everything, set_deterministic};
+pub use summary::{ensure_finite, summary, TensorSummary};
+pub use transfer::{empty_pinned, is_pinned, pin_memory, pinning_supported, to_device_non_blocking};

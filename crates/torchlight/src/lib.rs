@@ -1,0 +1,26 @@
+//! Torchlight: train image models the PyTorch way, in Rust, on libtorch.
+//!
+//! This facade re-exports each Torchlight crate as a module (`torchlight::tensor`, ...) and
+//! gathers the names most programs need in [`prelude`].
+
+pub use tch;
+pub use torchlight_tensor as tensor;
+
+/// The names most training programs use, for `use torchlight::prelude::*`.
+pub mod prelude {
+    pub use tch::{Device, Kind, Tensor};
+    pub use torchlight_tensor::{
+        autocast, no_grad, seed_everything, summary, AutocastGuard, DeviceSpec, TensorError,
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_prelude_reaches_the_tensor_crate() {
+        use crate::prelude::*;
+        let t = Tensor::from_slice(&[1.0f32, 2.0]);
+        assert_eq!(summary(&t).mean, Some(1.5));
+        assert_eq!("cpu".parse::<DeviceSpec>().unwrap().resolve().unwrap(), Device::Cpu);
+    }
+}

@@ -1,0 +1,85 @@
+//! `cargo xtask`: project automation (set-up of libtorch, the test run CI uses).
+
+mod libtorch;
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [options]
+
+commands:
+  setup [--cuda]          install libtorch 2.11.0 into the per-user cache (once) and link it
+                          into this workspace; --cuda forces the full CUDA install
+  test [--cuda] [ARGS..]  setup, then run every test of the workspace (unit, integration, doc);
+                          ARGS after `--` go to `cargo test`
+";
+
+fn main() {
+    if let Err(err) = run() {
+        eprintln!("xtask: error: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let Some(command) = args.next() else {
+        print!("{USAGE}");
+        bail!("no command given");
+    };
+    let rest: Vec<String> = args.collect();
+    let (flags, passthrough) = split_passthrough(&rest);
+    let cuda = flags.iter().any(|f| f == "--cuda");
+    if let Some(unknown) = flags.iter().find(|f| *f != "--cuda") {
+        bail!("unknown option `{unknown}` for `{command}`\n\n{USAGE}");
+    }
+    match command.as_str() {
+        "setup" => libtorch::setup(&workspace_root(), cuda).map(|_| ()),
+        "test" => test(cuda, passthrough),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command `{other}`\n\n{USAGE}"),
+    }
+}
+
+/// Splits `a b -- c d` into (`[a, b]`, `[c, d]`).
+fn split_passthrough(args: &[String]) -> (&[String], &[String]) {
+    match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => (args, &[]),
+    }
+}
+
+/// The workspace root: xtask lives in `<root>/xtask`.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits one level below the workspace root")
+        .to_path_buf()
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
+    let root = workspace_root();
+    let installed = libtorch::setup(&root, cuda)?;
+    let mut cmd = cargo();
+    cmd.current_dir(&root).args(["test", "--workspace"]);
+    if installed.gpu_tests {
+        eprintln!("xtask: NVIDIA GPU and CUDA libtorch present: enabling the `cuda-tests` feature");
+        cmd.args(["--features", "torchlight-tensor/cuda-tests"]);
+    }
+    cmd.args(passthrough);
+    eprintln!("xtask: running {cmd:?}");
+    let status = cmd.status().context("could not start cargo")?;
+    if !status.success() {
+        bail!("tests failed ({status})");
+    }
+    Ok(())
+}
