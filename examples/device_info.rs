@@ -29,7 +29,10 @@ fn main() -> Result<(), TensorError> {
         let _amp = autocast(device, amp_kind)?;
         moved.conv2d(&w, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1)
     };
-    println!("pinned host memory: {}", if pinning_supported() { "yes" } else { "no (CPU-only: plain copies)" });
+    println!(
+        "pinned host memory: {}",
+        if pinning_supported() { "yes" } else { "no (CPU-only: plain copies)" }
+    );
     println!("conv2d under autocast({amp_kind:?}): {}", summary(&y));
     Ok(())
 }
