@@ -199,11 +199,11 @@ fn check_free_space(dir: &Path, needed: u64) -> Result<()> {
     };
     if available < needed {
         bail!(
-            "not enough disk space in {}: libtorch needs about {:.1} GiB, {:.1} GiB is free. \
+            "not enough disk space in {}: libtorch needs about {} MiB, {} MiB is free. \
              Free some space, or set TORCHLIGHT_CACHE to a directory on a larger disk",
             dir.display(),
-            needed as f64 / (1u64 << 30) as f64,
-            available as f64 / (1u64 << 30) as f64
+            needed >> 20,
+            available >> 20
         );
     }
     Ok(())

@@ -1,0 +1,28 @@
+//! The `Dataset` trait: a length and an indexed, fallible `get`.
+
+use crate::error::Result;
+use torchlight_tensor::seed::Rng;
+
+/// A map-style dataset, like `torch.utils.data.Dataset`: `len()` samples, each loaded by index.
+///
+/// `get` takes the random generator the sample's random transforms draw from. The DataLoader
+/// seeds it from (loader seed, epoch, index) with `torchlight_tensor::seed::sample_seed`, so
+/// augmentation is the same whatever the worker count and after a resume. Datasets without
+/// randomness ignore it.
+///
+/// Datasets are shared between loader threads by reference (no per-worker copy), hence `Sync`.
+pub trait Dataset: Send + Sync {
+    /// One sample, e.g. an image and its label.
+    type Item: Send + 'static;
+
+    /// The number of samples.
+    fn len(&self) -> usize;
+
+    /// Whether there are no samples.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Loads sample `index` (`0 <= index < len()`), drawing any randomness from `rng`.
+    fn get(&self, index: usize, rng: &mut Rng) -> Result<Self::Item>;
+}

@@ -1,0 +1,1 @@
+//! Integration tests of torchlight-data (one binary: each test binary links libtorch).
