@@ -91,7 +91,7 @@ fn user_libtorch(root: &Path) -> Option<PathBuf> {
     (value != root.join(".libtorch").join("torch")).then_some(value)
 }
 
-fn cache_root() -> Result<PathBuf> {
+pub(crate) fn cache_root() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("TORCHLIGHT_CACHE") {
         return Ok(PathBuf::from(dir));
     }
@@ -176,7 +176,7 @@ fn install(dir: &Path, variant: Variant) -> Result<()> {
     Ok(())
 }
 
-fn check_python() -> Result<()> {
+pub(crate) fn check_python() -> Result<()> {
     let ok = Command::new("python3")
         .args(["-m", "pip", "--version"])
         .output()
@@ -192,7 +192,7 @@ fn check_python() -> Result<()> {
     Ok(())
 }
 
-fn check_free_space(dir: &Path, needed: u64) -> Result<()> {
+pub(crate) fn check_free_space(dir: &Path, needed: u64) -> Result<()> {
     let Some(available) = free_bytes(dir) else {
         eprintln!("setup: could not read the free space of {} (df failed); going ahead", dir.display());
         return Ok(());
@@ -264,7 +264,7 @@ fn check_version(version: &str, place: &Path) -> Result<()> {
 }
 
 /// Points the workspace's `.libtorch` symlink at `target`, replacing a stale link.
-fn point_link(link: &Path, target: &Path) -> Result<()> {
+pub(crate) fn point_link(link: &Path, target: &Path) -> Result<()> {
     if let Ok(current) = fs::read_link(link) {
         if current == target {
             return Ok(());

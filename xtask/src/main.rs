@@ -1,6 +1,7 @@
 //! `cargo xtask`: project automation (set-up of libtorch, the test run CI uses).
 
 mod libtorch;
+mod pyref;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -10,8 +11,9 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  setup [--cuda]          install libtorch 2.11.0 into the per-user cache (once) and link it
-                          into this workspace; --cuda forces the full CUDA install
+  setup [--cuda]          install libtorch 2.11.0 and the reference PyTorch (for parity tests)
+                          into the per-user cache, once, and link them into this workspace;
+                          --cuda forces the full CUDA libtorch
   test [--cuda] [ARGS..]  setup, then run every test of the workspace (unit, integration, doc);
                           ARGS after `--` go to `cargo test`
 ";
@@ -36,7 +38,7 @@ fn run() -> Result<()> {
         bail!("unknown option `{unknown}` for `{command}`\n\n{USAGE}");
     }
     match command.as_str() {
-        "setup" => libtorch::setup(&workspace_root(), cuda).map(|_| ()),
+        "setup" => setup(cuda).map(|_| ()),
         "test" => test(cuda, passthrough),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
@@ -66,9 +68,17 @@ fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
+/// libtorch for building and the reference PyTorch for the parity tests.
+fn setup(cuda: bool) -> Result<libtorch::Installed> {
     let root = workspace_root();
     let installed = libtorch::setup(&root, cuda)?;
+    pyref::setup(&root)?;
+    Ok(installed)
+}
+
+fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
+    let root = workspace_root();
+    let installed = setup(cuda)?;
     let mut cmd = cargo();
     cmd.current_dir(&root).args(["test", "--workspace"]);
     if installed.gpu_tests {

@@ -4,11 +4,17 @@
 //! gathers the names most programs need in [`prelude`].
 
 pub use tch;
+pub use torchlight_nn as nn;
 pub use torchlight_tensor as tensor;
 
 /// The names most training programs use, for `use torchlight::prelude::*`.
 pub mod prelude {
+    pub use tch::nn::ModuleT;
     pub use tch::{Device, Kind, Tensor};
+    pub use torchlight_nn::{
+        count_parameters, freeze_all_but, load_weights, resnet18, resnet34, resnet50, unfreeze,
+        CrossEntropyLoss, LoadOptions, Module,
+    };
     pub use torchlight_tensor::{
         autocast, no_grad, seed_everything, summary, AutocastGuard, DeviceSpec, TensorError,
     };
@@ -22,5 +28,7 @@ mod tests {
         let t = Tensor::from_slice(&[1.0f32, 2.0]);
         assert_eq!(summary(&t).mean, Some(1.5));
         assert_eq!("cpu".parse::<DeviceSpec>().unwrap().resolve().unwrap(), Device::Cpu);
+        let model = resnet18(3);
+        assert_eq!(count_parameters(&model).total, 11_178_051);
     }
 }

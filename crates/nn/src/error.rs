@@ -1,0 +1,89 @@
+//! The nn crate's error type.
+
+use std::path::PathBuf;
+
+/// What can go wrong in `torchlight-nn`. Every variant names the file, key or value at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NnError {
+    /// A weights file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A PyTorch `.pth` file that is malformed or holds more than a state_dict of tensors.
+    #[error("{}: cannot read as a PyTorch state_dict: {reason}", path.display())]
+    Pth {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the entry, opcode or global.
+        reason: String,
+    },
+    /// A safetensors file that is malformed.
+    #[error("{}: cannot read as safetensors: {reason}", path.display())]
+    Safetensors {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Weights that do not fit the model, like PyTorch's `load_state_dict` errors.
+    #[error("state_dict does not match the model: {}", describe(.missing, .unexpected, .mismatched))]
+    StateDict {
+        /// Model keys absent from the weights.
+        missing: Vec<String>,
+        /// Weight keys the model does not have.
+        unexpected: Vec<String>,
+        /// Keys present in both with different shapes: (key, weights' shape, model's shape).
+        mismatched: Vec<(String, Vec<i64>, Vec<i64>)>,
+    },
+    /// A class index outside `[0, num_classes)` given to a classification loss.
+    #[error("target {value} at batch position {position} is outside [0, {num_classes}) for logits with {num_classes} classes")]
+    InvalidTarget {
+        /// The offending label.
+        value: i64,
+        /// Its position in the target tensor (flattened).
+        position: i64,
+        /// The number of classes (the logits' dim 1).
+        num_classes: i64,
+    },
+    /// Tensors of shapes that cannot go together.
+    #[error("{what}: {detail}")]
+    Shape {
+        /// The operation (`"CrossEntropyLoss"`).
+        what: &'static str,
+        /// The shapes and what was expected.
+        detail: String,
+    },
+}
+
+fn describe(
+    missing: &[String],
+    unexpected: &[String],
+    mismatched: &[(String, Vec<i64>, Vec<i64>)],
+) -> String {
+    fn list(items: &[String]) -> String {
+        let shown: Vec<&str> = items.iter().take(8).map(String::as_str).collect();
+        let more = if items.len() > 8 { format!(" and {} more", items.len() - 8) } else { String::new() };
+        format!("{}{more}", shown.join(", "))
+    }
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("{} missing key(s): {}", missing.len(), list(missing)));
+    }
+    if !unexpected.is_empty() {
+        parts.push(format!("{} unexpected key(s): {}", unexpected.len(), list(unexpected)));
+    }
+    if !mismatched.is_empty() {
+        let items: Vec<String> =
+            mismatched.iter().map(|(k, w, m)| format!("{k} (weights {w:?}, model {m:?})")).collect();
+        parts.push(format!("{} shape mismatch(es): {}", mismatched.len(), list(&items)));
+    }
+    parts.join("; ")
+}
+
+/// `Result` with [`NnError`].
+pub type Result<T, E = NnError> = std::result::Result<T, E>;

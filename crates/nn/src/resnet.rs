@@ -1,0 +1,342 @@
+//! The ResNet family (`torchvision.models.resnet18` ... `resnet152`), with torchvision's
+//! parameter names so its weights load without a renaming table.
+
+use crate::activation::ReLU;
+use crate::batch_norm::{BatchNorm2d, BatchNormConfig};
+use crate::conv::{Conv2d, Conv2dConfig};
+use crate::init::{constant_, kaiming_normal_, FanMode, Nonlinearity};
+use crate::linear::Linear;
+use crate::module::{visit_modules, Module, OwnTensor};
+use crate::pooling::{AdaptiveAvgPool2d, MaxPool2d};
+use crate::sequential::Sequential;
+use std::any::Any;
+use tch::nn::ModuleT;
+use tch::Tensor;
+
+fn conv3x3(in_planes: i64, out_planes: i64, stride: i64) -> Conv2d {
+    Conv2d::new(
+        in_planes,
+        out_planes,
+        3,
+        Conv2dConfig::default().with_stride(stride).with_padding(1).with_bias(false),
+    )
+}
+
+fn conv1x1(in_planes: i64, out_planes: i64, stride: i64) -> Conv2d {
+    Conv2d::new(in_planes, out_planes, 1, Conv2dConfig::default().with_stride(stride).with_bias(false))
+}
+
+fn bn(planes: i64) -> BatchNorm2d {
+    BatchNorm2d::new(planes, BatchNormConfig::default())
+}
+
+/// The residual block of resnet18/34: two 3x3 convolutions (`expansion` 1).
+#[derive(Debug)]
+pub struct BasicBlock {
+    /// 3x3, carries the block's stride.
+    pub conv1: Conv2d,
+    /// After `conv1`.
+    pub bn1: BatchNorm2d,
+    /// 3x3.
+    pub conv2: Conv2d,
+    /// After `conv2`.
+    pub bn2: BatchNorm2d,
+    /// 1x1 conv + BN on the shortcut when the shape changes (`downsample.0`, `downsample.1`).
+    pub downsample: Option<Sequential>,
+}
+
+/// The residual block of resnet50/101/152: 1x1, 3x3 (with the stride, as torchvision's
+/// "ResNet v1.5"), 1x1 expanding by 4.
+#[derive(Debug)]
+pub struct Bottleneck {
+    /// 1x1 reduce.
+    pub conv1: Conv2d,
+    /// After `conv1`.
+    pub bn1: BatchNorm2d,
+    /// 3x3, carries the block's stride.
+    pub conv2: Conv2d,
+    /// After `conv2`.
+    pub bn2: BatchNorm2d,
+    /// 1x1 expand.
+    pub conv3: Conv2d,
+    /// After `conv3`.
+    pub bn3: BatchNorm2d,
+    /// 1x1 conv + BN on the shortcut when the shape changes.
+    pub downsample: Option<Sequential>,
+}
+
+fn shortcut(downsample: &Option<Sequential>, xs: &Tensor, train: bool) -> Tensor {
+    match downsample {
+        Some(d) => d.forward_t(xs, train),
+        None => xs.shallow_clone(),
+    }
+}
+
+impl ModuleT for BasicBlock {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let out = self.bn1.forward_t(&self.conv1.forward_t(xs, train), train).relu();
+        let out = self.bn2.forward_t(&self.conv2.forward_t(&out, train), train);
+        (out + shortcut(&self.downsample, xs, train)).relu()
+    }
+}
+
+impl ModuleT for Bottleneck {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let out = self.bn1.forward_t(&self.conv1.forward_t(xs, train), train).relu();
+        let out = self.bn2.forward_t(&self.conv2.forward_t(&out, train), train).relu();
+        let out = self.bn3.forward_t(&self.conv3.forward_t(&out, train), train);
+        (out + shortcut(&self.downsample, xs, train)).relu()
+    }
+}
+
+const RELU: ReLU = ReLU;
+
+macro_rules! block_module {
+    ($name:ident, [$($field:ident),*]) => {
+        impl Module for $name {
+            fn kind(&self) -> &'static str {
+                stringify!($name)
+            }
+            fn children(&self) -> Vec<(String, &dyn Module)> {
+                let mut v: Vec<(String, &dyn Module)> = vec![$((stringify!($field).to_string(), &self.$field as &dyn Module)),*];
+                v.push(("relu".to_string(), &RELU));
+                if let Some(d) = &self.downsample {
+                    v.push(("downsample".to_string(), d));
+                }
+                v
+            }
+            fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+                let mut v: Vec<(String, &mut dyn Module)> = vec![$((stringify!($field).to_string(), &mut self.$field as &mut dyn Module)),*];
+                if let Some(d) = &mut self.downsample {
+                    v.push(("downsample".to_string(), d));
+                }
+                v
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+        }
+    };
+}
+
+block_module!(BasicBlock, [conv1, bn1, conv2, bn2]);
+block_module!(Bottleneck, [conv1, bn1, conv2, bn2, conv3, bn3]);
+
+/// Which residual block a ResNet stacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockKind {
+    /// [`BasicBlock`] (resnet18, resnet34).
+    Basic,
+    /// [`Bottleneck`] (resnet50, resnet101, resnet152).
+    Bottleneck,
+}
+
+impl BlockKind {
+    /// Output channels per block over its `planes` (1 or 4).
+    pub fn expansion(self) -> i64 {
+        match self {
+            BlockKind::Basic => 1,
+            BlockKind::Bottleneck => 4,
+        }
+    }
+}
+
+/// `torchvision.models.ResNet`. Input `[N, 3, H, W]` (H, W >= 32), output logits
+/// `[N, num_classes]`. State-dict keys are torchvision's (`conv1.weight`,
+/// `layer1.0.bn1.running_mean`, `layer2.0.downsample.0.weight`, `fc.bias`, ...).
+#[derive(Debug)]
+pub struct ResNet {
+    /// 7x7 stride-2 stem convolution.
+    pub conv1: Conv2d,
+    /// After `conv1`.
+    pub bn1: BatchNorm2d,
+    /// 3x3 stride-2 max pool.
+    pub maxpool: MaxPool2d,
+    /// Stage 1 (64 planes).
+    pub layer1: Sequential,
+    /// Stage 2 (128 planes, stride 2).
+    pub layer2: Sequential,
+    /// Stage 3 (256 planes, stride 2).
+    pub layer3: Sequential,
+    /// Stage 4 (512 planes, stride 2).
+    pub layer4: Sequential,
+    /// Global average pool.
+    pub avgpool: AdaptiveAvgPool2d,
+    /// The classification head; replace it with [`ResNet::replace_fc`] for transfer learning.
+    pub fc: Linear,
+    /// The block kind, for reference.
+    pub block: BlockKind,
+}
+
+impl ResNet {
+    /// A ResNet with `layers[i]` blocks in stage `i`, initialised as torchvision does
+    /// (convolutions kaiming-normal fan-out ReLU, BatchNorm weight 1 and bias 0, the head with
+    /// Linear's default).
+    pub fn new(block: BlockKind, layers: [usize; 4], num_classes: i64) -> Self {
+        let mut inplanes = 64;
+        let mut stage = |planes: i64, blocks: usize, stride: i64| {
+            let mut seq = Sequential::new();
+            for i in 0..blocks {
+                let s = if i == 0 { stride } else { 1 };
+                let out = planes * block.expansion();
+                let downsample = (s != 1 || inplanes != out)
+                    .then(|| Sequential::new().add(conv1x1(inplanes, out, s)).add(bn(out)));
+                seq = match block {
+                    BlockKind::Basic => seq.add(BasicBlock {
+                        conv1: conv3x3(inplanes, planes, s),
+                        bn1: bn(planes),
+                        conv2: conv3x3(planes, planes, 1),
+                        bn2: bn(planes),
+                        downsample,
+                    }),
+                    BlockKind::Bottleneck => seq.add(Bottleneck {
+                        conv1: conv1x1(inplanes, planes, 1),
+                        bn1: bn(planes),
+                        conv2: conv3x3(planes, planes, s),
+                        bn2: bn(planes),
+                        conv3: conv1x1(planes, out, 1),
+                        bn3: bn(out),
+                        downsample,
+                    }),
+                };
+                inplanes = out;
+            }
+            seq
+        };
+        let (layer1, layer2, layer3, layer4) = (
+            stage(64, layers[0], 1),
+            stage(128, layers[1], 2),
+            stage(256, layers[2], 2),
+            stage(512, layers[3], 2),
+        );
+        let model = ResNet {
+            conv1: Conv2d::new(
+                3,
+                64,
+                7,
+                Conv2dConfig::default().with_stride(2).with_padding(3).with_bias(false),
+            ),
+            bn1: bn(64),
+            maxpool: MaxPool2d::new(3, 2, 1),
+            layer1,
+            layer2,
+            layer3,
+            layer4,
+            avgpool: AdaptiveAvgPool2d { output_size: [1, 1] },
+            fc: Linear::new(512 * block.expansion(), num_classes, true),
+            block,
+        };
+        visit_modules(&model, &mut |_, m| {
+            if let Some(conv) = m.as_any().downcast_ref::<Conv2d>() {
+                kaiming_normal_(&conv.weight, FanMode::FanOut, Nonlinearity::Relu);
+            } else if let Some(norm) = m.as_any().downcast_ref::<BatchNorm2d>() {
+                norm.weight.iter().for_each(|w| constant_(w, 1.0));
+                norm.bias.iter().for_each(|b| constant_(b, 0.0));
+            }
+        });
+        model
+    }
+
+    /// Replaces the head with a fresh `Linear(in_features, num_classes)` (PyTorch's default
+    /// init) and returns the old one: `model.fc = nn.Linear(model.fc.in_features, n)`.
+    pub fn replace_fc(&mut self, num_classes: i64) -> Linear {
+        let device = self.fc.weight.device();
+        let fresh = Linear::new(self.fc.in_features(), num_classes, true);
+        crate::module::to_device(&fresh, device);
+        std::mem::replace(&mut self.fc, fresh)
+    }
+
+    /// The backbone's features before the head: `[N, 512 * expansion]`.
+    pub fn features_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let x = self.bn1.forward_t(&self.conv1.forward_t(xs, train), train).relu();
+        let x = self.maxpool.forward_t(&x, train);
+        let x = self.layer1.forward_t(&x, train);
+        let x = self.layer2.forward_t(&x, train);
+        let x = self.layer3.forward_t(&x, train);
+        let x = self.layer4.forward_t(&x, train);
+        self.avgpool.forward_t(&x, train).flatten(1, -1)
+    }
+}
+
+impl ModuleT for ResNet {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        self.fc.forward_t(&self.features_t(xs, train), train)
+    }
+}
+
+impl Module for ResNet {
+    fn kind(&self) -> &'static str {
+        "ResNet"
+    }
+    fn own_tensors(&self) -> Vec<OwnTensor<'_>> {
+        Vec::new()
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        vec![
+            ("conv1".into(), &self.conv1),
+            ("bn1".into(), &self.bn1),
+            ("relu".into(), &RELU),
+            ("maxpool".into(), &self.maxpool),
+            ("layer1".into(), &self.layer1),
+            ("layer2".into(), &self.layer2),
+            ("layer3".into(), &self.layer3),
+            ("layer4".into(), &self.layer4),
+            ("avgpool".into(), &self.avgpool),
+            ("fc".into(), &self.fc),
+        ]
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        vec![
+            ("conv1".into(), &mut self.conv1),
+            ("bn1".into(), &mut self.bn1),
+            ("maxpool".into(), &mut self.maxpool),
+            ("layer1".into(), &mut self.layer1),
+            ("layer2".into(), &mut self.layer2),
+            ("layer3".into(), &mut self.layer3),
+            ("layer4".into(), &mut self.layer4),
+            ("avgpool".into(), &mut self.avgpool),
+            ("fc".into(), &mut self.fc),
+        ]
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// `torchvision.models.resnet18(num_classes=...)`: BasicBlock, [2, 2, 2, 2], 11.7M parameters
+/// at 1000 classes.
+pub fn resnet18(num_classes: i64) -> ResNet {
+    ResNet::new(BlockKind::Basic, [2, 2, 2, 2], num_classes)
+}
+
+/// `torchvision.models.resnet34`: BasicBlock, [3, 4, 6, 3], 21.8M parameters.
+pub fn resnet34(num_classes: i64) -> ResNet {
+    ResNet::new(BlockKind::Basic, [3, 4, 6, 3], num_classes)
+}
+
+/// `torchvision.models.resnet50`: Bottleneck, [3, 4, 6, 3], 25.6M parameters.
+pub fn resnet50(num_classes: i64) -> ResNet {
+    ResNet::new(BlockKind::Bottleneck, [3, 4, 6, 3], num_classes)
+}
+
+/// `torchvision.models.resnet101`: Bottleneck, [3, 4, 23, 3], 44.5M parameters.
+pub fn resnet101(num_classes: i64) -> ResNet {
+    ResNet::new(BlockKind::Bottleneck, [3, 4, 23, 3], num_classes)
+}
+
+/// `torchvision.models.resnet152`: Bottleneck, [3, 8, 36, 3], 60.2M parameters.
+pub fn resnet152(num_classes: i64) -> ResNet {
+    ResNet::new(BlockKind::Bottleneck, [3, 8, 36, 3], num_classes)
+}
+
+/// A ResNet by torchvision's name (`"resnet18"` ... `"resnet152"`); `None` for other names.
+pub fn resnet_by_name(name: &str, num_classes: i64) -> Option<ResNet> {
+    Some(match name {
+        "resnet18" => resnet18(num_classes),
+        "resnet34" => resnet34(num_classes),
+        "resnet50" => resnet50(num_classes),
+        "resnet101" => resnet101(num_classes),
+        "resnet152" => resnet152(num_classes),
+        _ => return None,
+    })
+}

@@ -1,0 +1,94 @@
+//! Test support: runs real PyTorch (the reference interpreter `cargo xtask setup` installs) to
+//! generate parity fixtures too large to commit, caching them by the script's content.
+//!
+//! Small fixtures are committed beside the script that made them; this is for the large ones
+//! (torchvision-saved ResNet weights, their gradients). A fixture folder is keyed by a hash of
+//! the generating script and its arguments, so editing the script regenerates it, and lives in
+//! the system temp dir, so every clone on a machine shares it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The reference Python (torch 2.11.0, torchvision 0.26.0): `$TORCHLIGHT_PYTHON`, else the
+/// workspace's `.pyref/bin/python` that `cargo xtask setup` links.
+pub fn reference_python() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("TORCHLIGHT_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    let linked = workspace_root().join(".pyref/bin/python");
+    if linked.exists() {
+        Ok(linked)
+    } else {
+        Err(format!(
+            "the reference PyTorch interpreter {} is missing: run `cargo xtask setup` (or set TORCHLIGHT_PYTHON)",
+            linked.display()
+        ))
+    }
+}
+
+/// The workspace root (this crate lives in `<root>/crates/testing`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root exists")
+}
+
+fn fnv1a(bytes: &[u8], mut hash: u64) -> u64 {
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// Runs `script` (a path relative to the workspace root) with the reference Python as
+/// `python script OUT_DIR ARGS...` unless its output for this script content and these
+/// arguments is already cached, and returns OUT_DIR. Safe to call from parallel tests and
+/// processes: output is written to a temporary folder and renamed into place.
+pub fn generated_fixture(script: &str, args: &[&str]) -> Result<PathBuf, String> {
+    let script_path = workspace_root().join(script);
+    let source = std::fs::read(&script_path).map_err(|e| format!("{}: {e}", script_path.display()))?;
+    let mut hash = fnv1a(&source, 0xcbf2_9ce4_8422_2325);
+    for a in args {
+        hash = fnv1a(a.as_bytes(), fnv1a(b"\0", hash));
+    }
+    let stem = script_path.file_stem().and_then(|s| s.to_str()).unwrap_or("fixture");
+    let cache = std::env::temp_dir().join("torchlight-fixtures");
+    let out = cache.join(format!("{stem}-{hash:016x}"));
+    if out.join(".done").exists() {
+        return Ok(out);
+    }
+    std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
+    let tmp = cache.join(format!(
+        "{stem}-{hash:016x}.tmp-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let python = reference_python()?;
+    let output = Command::new(&python)
+        .arg(&script_path)
+        .arg(&tmp)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if !output.status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(format!(
+            "{} {} failed ({}):\n{}",
+            python.display(),
+            script,
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    std::fs::write(tmp.join(".done"), b"").map_err(|e| e.to_string())?;
+    // Another process may have finished first; either copy is equally good.
+    if std::fs::rename(&tmp, &out).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    if out.join(".done").exists() {
+        Ok(out)
+    } else {
+        Err(format!("fixture folder {} did not appear", out.display()))
+    }
+}
