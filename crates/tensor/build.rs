@@ -8,6 +8,9 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
     println!("cargo:rerun-if-changed=csrc/shim.h");
+    println!("cargo:rerun-if-changed=csrc/trace.cpp");
+    println!("cargo:rerun-if-changed=csrc/generator.cpp");
+    println!("cargo:rerun-if-changed=csrc/guard.h");
     let lib = PathBuf::from(
         env::var("DEP_TCH_LIBTORCH_LIB")
             .expect("torch-sys did not report its libtorch lib dir (DEP_TCH_LIBTORCH_LIB)"),
@@ -21,11 +24,14 @@ fn main() {
         .pic(true)
         .std("c++17")
         .include(libtorch.join("include"))
+        .include(libtorch.join("include/torch/csrc/api/include"))
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .define("GLOG_USE_GLOG_EXPORT", None)
         // libtorch's headers are not warning-clean under -Wall; ours are checked by review.
         .warnings(false)
         .file("csrc/shim.cpp")
+        .file("csrc/trace.cpp")
+        .file("csrc/generator.cpp")
         .compile("torchlight_shim");
     // After the static shim so that the linker resolves its references to libtorch.
     println!("cargo:rustc-link-search=native={}", lib.display());

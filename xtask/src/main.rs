@@ -64,6 +64,9 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Every crate's GPU test feature, for machines with an NVIDIA GPU and the full install.
+const CUDA_TEST_FEATURES: &str = "torchlight-tensor/cuda-tests,torchlight-data/cuda-tests,torchlight-optim/cuda-tests";
+
 fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
@@ -83,7 +86,7 @@ fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
     cmd.current_dir(&root).args(["test", "--workspace"]);
     if installed.gpu_tests {
         eprintln!("xtask: NVIDIA GPU and CUDA libtorch present: enabling the `cuda-tests` feature");
-        cmd.args(["--features", "torchlight-tensor/cuda-tests"]);
+        cmd.args(["--features", CUDA_TEST_FEATURES]);
     }
     cmd.args(passthrough);
     eprintln!("xtask: running {cmd:?}");

@@ -4,6 +4,10 @@
 //! sample costs an allocation in libtorch. Workers therefore return `Array`s and the consumer
 //! stacks a whole batch into one tensor.
 
+use crate::error::{DataError, Result};
+use tch::{Kind, Tensor};
+use torchlight_tensor::{empty_pinned, pinning_supported};
+
 /// The element buffer of an [`Array`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Buffer {
@@ -29,6 +33,34 @@ impl Buffer {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The tensor element kind this buffer becomes (`Uint8`, `Float`, `Int64`).
+    pub fn kind(&self) -> Kind {
+        match self {
+            Buffer::U8(_) => Kind::Uint8,
+            Buffer::F32(_) => Kind::Float,
+            Buffer::I64(_) => Kind::Int64,
+        }
+    }
+
+    fn empty_like(&self, capacity: usize) -> Buffer {
+        match self {
+            Buffer::U8(_) => Buffer::U8(Vec::with_capacity(capacity)),
+            Buffer::F32(_) => Buffer::F32(Vec::with_capacity(capacity)),
+            Buffer::I64(_) => Buffer::I64(Vec::with_capacity(capacity)),
+        }
+    }
+
+    /// Appends `other` if it holds the same element type; gives it back otherwise.
+    fn extend_from(&mut self, other: &Buffer) -> std::result::Result<(), ()> {
+        match (self, other) {
+            (Buffer::U8(a), Buffer::U8(b)) => a.extend_from_slice(b),
+            (Buffer::F32(a), Buffer::F32(b)) => a.extend_from_slice(b),
+            (Buffer::I64(a), Buffer::I64(b)) => a.extend_from_slice(b),
+            _ => return Err(()),
+        }
+        Ok(())
+    }
 }
 
 /// A row-major host array: `buffer` holds `shape.iter().product()` elements.
@@ -38,4 +70,142 @@ pub struct Array {
     pub buffer: Buffer,
     /// The shape, e.g. `[3, 224, 224]` for a CHW image.
     pub shape: Vec<usize>,
+}
+
+impl Array {
+    /// An array, checking that `buffer` holds exactly `shape.iter().product()` elements.
+    pub fn new(buffer: Buffer, shape: Vec<usize>) -> Result<Array> {
+        let array = Array { buffer, shape };
+        array.check()?;
+        Ok(array)
+    }
+
+    /// A `f32` array (see [`Array::new`]).
+    pub fn from_f32(values: Vec<f32>, shape: Vec<usize>) -> Result<Array> {
+        Array::new(Buffer::F32(values), shape)
+    }
+
+    /// A `u8` array (see [`Array::new`]).
+    pub fn from_u8(values: Vec<u8>, shape: Vec<usize>) -> Result<Array> {
+        Array::new(Buffer::U8(values), shape)
+    }
+
+    /// An `i64` array (see [`Array::new`]).
+    pub fn from_i64(values: Vec<i64>, shape: Vec<usize>) -> Result<Array> {
+        Array::new(Buffer::I64(values), shape)
+    }
+
+    /// The number of elements the shape describes.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Checks that the buffer length matches the shape (the fields are public, so an array
+    /// built by hand may be inconsistent).
+    pub fn check(&self) -> Result<()> {
+        if self.buffer.len() == self.numel() {
+            Ok(())
+        } else {
+            Err(DataError::ArrayLength {
+                shape: self.shape.clone(),
+                expected: self.numel(),
+                len: self.buffer.len(),
+            })
+        }
+    }
+
+    /// Stacks same-shaped arrays along a new leading dimension, like `torch.stack(xs, 0)`:
+    /// `[S...]` each -> `[N, S...]`. Each array comes with its sample index, which errors name
+    /// (`key` too, for keyed samples). `items` must not be empty.
+    pub fn stack(items: &[(usize, &Array)], key: Option<&str>) -> Result<Array> {
+        let Some(&(first_index, first)) = items.first() else {
+            return Err(DataError::Config {
+                field: "items",
+                reason: "cannot stack an empty list of arrays".to_string(),
+            });
+        };
+        let mut buffer = first.buffer.empty_like(first.numel() * items.len());
+        for &(index, array) in items {
+            array.check().map_err(|e| DataError::Collate { index, reason: e.to_string() })?;
+            if array.shape != first.shape {
+                return Err(DataError::ShapeMismatch {
+                    index,
+                    shape: array.shape.clone(),
+                    first_index,
+                    first_shape: first.shape.clone(),
+                    key: key.map(str::to_string),
+                });
+            }
+            buffer.extend_from(&array.buffer).map_err(|()| DataError::Collate {
+                index,
+                reason: format!(
+                    "element type {:?} differs from the first sample's {:?}{}",
+                    array.buffer.kind(),
+                    first.buffer.kind(),
+                    key.map(|k| format!(" (key `{k}`)")).unwrap_or_default()
+                ),
+            })?;
+        }
+        let mut shape = Vec::with_capacity(first.shape.len() + 1);
+        shape.push(items.len());
+        shape.extend_from_slice(&first.shape);
+        Ok(Array { buffer, shape })
+    }
+
+    /// A CPU tensor with this array's shape and elements (one copy into libtorch memory).
+    ///
+    /// With `pin_memory`, the tensor is allocated in pinned host memory where CUDA is usable
+    /// (ready for a non-blocking copy to the GPU), like PyTorch's `pin_memory=True`; on
+    /// CPU-only machines the flag is a no-op. Pinned blocks come from libtorch's caching host
+    /// allocator, so a batch's block is reused for a later batch once the batch is dropped and
+    /// the copies recorded on it have finished.
+    pub fn to_tensor(&self, pin_memory: bool) -> Result<Tensor> {
+        self.check()?;
+        let shape: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
+        let flat = match &self.buffer {
+            Buffer::U8(v) => Tensor::f_from_slice(v)?,
+            Buffer::F32(v) => Tensor::f_from_slice(v)?,
+            Buffer::I64(v) => Tensor::f_from_slice(v)?,
+        };
+        let tensor = flat.f_view(shape.as_slice())?;
+        if pin_memory && pinning_supported() {
+            let mut pinned = empty_pinned(&shape, self.buffer.kind())?;
+            pinned.f_copy_(&tensor)?;
+            Ok(pinned)
+        } else {
+            Ok(tensor)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_checks_the_length() {
+        assert!(Array::from_f32(vec![0.0; 6], vec![2, 3]).is_ok());
+        let err = Array::from_f32(vec![0.0; 5], vec![2, 3]).unwrap_err();
+        assert!(matches!(err, DataError::ArrayLength { expected: 6, len: 5, .. }), "{err}");
+    }
+
+    #[test]
+    fn stack_adds_a_leading_dimension() {
+        let a = Array::from_u8(vec![1, 2], vec![2]).unwrap();
+        let b = Array::from_u8(vec![3, 4], vec![2]).unwrap();
+        let s = Array::stack(&[(0, &a), (5, &b)], None).unwrap();
+        assert_eq!(s.shape, vec![2, 2]);
+        assert_eq!(s.buffer, Buffer::U8(vec![1, 2, 3, 4]));
+    }
+
+    #[test]
+    fn stack_names_mismatched_samples() {
+        let a = Array::from_u8(vec![1, 2], vec![2]).unwrap();
+        let b = Array::from_u8(vec![3, 4, 5], vec![3]).unwrap();
+        let msg = Array::stack(&[(4, &a), (9, &b)], None).unwrap_err().to_string();
+        assert!(msg.contains("sample 9") && msg.contains("[3]") && msg.contains("sample 4"), "{msg}");
+        let c = Array::from_f32(vec![3.0, 4.0], vec![2]).unwrap();
+        let err = Array::stack(&[(4, &a), (7, &c)], Some("x")).unwrap_err();
+        assert!(matches!(err, DataError::Collate { index: 7, .. }), "{err}");
+    }
 }

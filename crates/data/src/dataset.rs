@@ -26,3 +26,17 @@ pub trait Dataset: Send + Sync {
     /// Loads sample `index` (`0 <= index < len()`), drawing any randomness from `rng`.
     fn get(&self, index: usize, rng: &mut Rng) -> Result<Self::Item>;
 }
+
+/// A shared dataset is a dataset: splits hand out [`Subset`](crate::Subset)s of one
+/// `Arc<D>`, and a caller can keep a handle on a dataset it gives to a loader.
+impl<D: Dataset + ?Sized> Dataset for std::sync::Arc<D> {
+    type Item = D::Item;
+
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+
+    fn get(&self, index: usize, rng: &mut Rng) -> Result<Self::Item> {
+        (**self).get(index, rng)
+    }
+}

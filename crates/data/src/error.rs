@@ -1,6 +1,7 @@
 //! The data crate's error type.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// What can go wrong while loading data. Every variant names the sample, file or field at fault.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,71 @@ pub enum DataError {
         /// Why it is invalid.
         reason: String,
     },
+    /// An [`Array`](crate::Array) whose buffer length does not match its shape.
+    #[error("array of shape {shape:?} needs {expected} elements but its buffer holds {len}")]
+    ArrayLength {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The number of elements the shape needs.
+        expected: usize,
+        /// The number of elements in the buffer.
+        len: usize,
+    },
+    /// Two samples of one batch have different shapes, so they cannot be stacked
+    /// (PyTorch's `default_collate` raises "stack expects each tensor to be equal size").
+    #[error("sample {index} has shape {shape:?} but sample {first_index}, the first of its batch, has shape {first_shape:?}{}", key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default())]
+    ShapeMismatch {
+        /// The sample whose shape differs from the first.
+        index: usize,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// The first sample of the batch.
+        first_index: usize,
+        /// The first sample's shape.
+        first_shape: Vec<usize>,
+        /// The key, for keyed (map) samples.
+        key: Option<String>,
+    },
+    /// A sample that cannot be collated with the rest of its batch for a reason other than its
+    /// shape (another element type, a missing key).
+    #[error("sample {index} cannot be collated: {reason}")]
+    Collate {
+        /// The sample at fault.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
+    /// A panic while loading a sample or collating a batch, caught and turned into an error.
+    #[error("panic while {}: {message}", index.map(|i| format!("loading sample {i}")).unwrap_or_else(|| "collating a batch".to_string()))]
+    Panic {
+        /// The sample being loaded, or `None` when collation panicked.
+        index: Option<usize>,
+        /// The panic's message.
+        message: String,
+    },
+    /// No batch arrived from the workers within the loader's `timeout`.
+    #[error("batch {batch} did not arrive within {waited:?}")]
+    Timeout {
+        /// The batch's position in the epoch.
+        batch: usize,
+        /// How long the consumer waited.
+        waited: Duration,
+    },
+    /// Every loader worker thread has exited, so no more batches can come.
+    #[error("the loader's worker threads have exited while batch {batch} was pending")]
+    WorkersExited {
+        /// The batch's position in the epoch.
+        batch: usize,
+    },
+    /// A loader worker thread could not be started.
+    #[error("cannot start a loader worker thread: {0}")]
+    Spawn(std::io::Error),
+    /// A libtorch error while building batch tensors.
+    #[error("building batch tensors: {0}")]
+    Tensor(#[from] torchlight_tensor::TensorError),
+    /// A tch error while building batch tensors.
+    #[error("building batch tensors: {0}")]
+    Tch(#[from] tch::TchError),
 }
 
 /// `Result` with [`DataError`].

@@ -1,9 +1,57 @@
 //! `torchlight-data`: datasets, samplers, seeded splits and the DataLoader.
+//!
+//! - [`Dataset`] and its adaptors: [`Map`] (`dataset.map(f)` through [`DatasetExt`]),
+//!   [`Subset`], [`ConcatDataset`].
+//! - Seeded splits: [`random_split`], [`stratified_split`], per-class counts ([`class_counts`]).
+//! - Samplers: [`SequentialSampler`], [`RandomSampler`], [`WeightedRandomSampler`],
+//!   [`BatchSampler`].
+//! - [`DataLoader`]: worker threads, batches in sampler order whatever the worker count,
+//!   [`Collate`] into tensors (pinned on request), failing samples as errors or skipped,
+//!   data-stall time per epoch ([`EpochStats`]).
+//!
+//! Workers produce plain host buffers ([`Array`]); tensors are built once per batch on the
+//! thread that iterates, because tch tensors are not `Sync` (tch-rs issue 752).
+//!
+//! # Where this departs from PyTorch
+//! - Workers are threads sharing the dataset by reference, not processes with a pickled copy.
+//! - Randomness is a pure function of (seed, epoch, index): a [`RandomSampler`]'s epoch `e`
+//!   order comes from `epoch_seed(seed, e)` and sample `i`'s augmentation from
+//!   `sample_seed(seed, e, i)`, so results do not depend on the worker count, on which epochs
+//!   ran before, or on global generator state (no `worker_init_fn` needed).
+//! - [`random_split`] requires a seed; its permutation is Torchlight's, not `torch.randperm`'s.
+//! - A failing sample need not end the epoch: errors come out per batch, and
+//!   [`ErrorPolicy::Skip`] leaves bad samples out and records them.
 
 mod array;
+mod batch_sampler;
+mod collate;
+mod concat;
 mod dataset;
+mod epoch;
 mod error;
+mod loader;
+mod map;
+mod random;
+mod sampler;
+mod split;
+mod subset;
+mod weighted;
+mod worker;
 
 pub use array::{Array, Buffer};
+pub use batch_sampler::BatchSampler;
+pub use collate::{Collate, DefaultCollate};
+pub use concat::ConcatDataset;
 pub use dataset::Dataset;
+pub use epoch::{Epoch, EpochStats};
 pub use error::{DataError, Result};
+pub use loader::{DataLoader, DataLoaderBuilder, ErrorPolicy};
+pub use map::{DatasetExt, Map};
+pub use sampler::{RandomSampler, Sampler, SequentialSampler};
+pub use split::{
+    class_counts, random_split, random_split_indices, stratified_split, stratified_split_indices, SplitSizes,
+    STREAM_SPLIT,
+};
+pub use subset::Subset;
+pub use weighted::WeightedRandomSampler;
+pub use worker::SkippedSample;

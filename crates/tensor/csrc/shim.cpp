@@ -1,5 +1,6 @@
 // Torchlight's C shim over libtorch: autocast, the fused AMP unscale kernel, pinned
-// allocation and determinism switches. See shim.h for the contract.
+// allocation, determinism switches, the fused optimizer kernels and clearing a gradient.
+// See shim.h for the contract.
 #include "shim.h"
 
 #include <ATen/ATen.h>
@@ -29,6 +30,22 @@ template <typename F> int guarded(F &&f) {
 }
 
 at::Tensor &deref(tl_tensor t) { return *static_cast<at::Tensor *>(t); }
+
+std::vector<at::Tensor> list_of(tl_tensor *ts, size_t n) {
+  std::vector<at::Tensor> list;
+  list.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    list.push_back(deref(ts[i]));
+  }
+  return list;
+}
+
+std::optional<at::Tensor> optional_of(tl_tensor t) {
+  if (t == nullptr) {
+    return std::nullopt;
+  }
+  return deref(t);
+}
 
 } // namespace
 
@@ -101,6 +118,55 @@ int tl_set_deterministic(bool on, bool warn_only) {
     ctx.setDeterministicCuDNN(on);
     ctx.setBenchmarkCuDNN(!on);
   });
+}
+
+int tl_fused_adam(tl_tensor *params, tl_tensor *grads, tl_tensor *exp_avgs, tl_tensor *exp_avg_sqs,
+                  tl_tensor *max_exp_avg_sqs, size_t n_max, tl_tensor *state_steps, size_t n,
+                  double lr, double beta1, double beta2, double weight_decay, double eps,
+                  bool amsgrad, bool maximize, bool decoupled, tl_tensor grad_scale,
+                  tl_tensor found_inf) {
+  return guarded([&] {
+    at::NoGradGuard no_grad;
+    auto steps = list_of(state_steps, n);
+    // As torch.optim.adam._fused_adam: the kernels read the already incremented step.
+    at::_foreach_add_(steps, 1);
+    if (decoupled) {
+      at::_fused_adamw_(list_of(params, n), list_of(grads, n), list_of(exp_avgs, n),
+                        list_of(exp_avg_sqs, n), list_of(max_exp_avg_sqs, n_max), steps, lr, beta1,
+                        beta2, weight_decay, eps, amsgrad, maximize, optional_of(grad_scale),
+                        optional_of(found_inf));
+    } else {
+      at::_fused_adam_(list_of(params, n), list_of(grads, n), list_of(exp_avgs, n),
+                       list_of(exp_avg_sqs, n), list_of(max_exp_avg_sqs, n_max), steps, lr, beta1,
+                       beta2, weight_decay, eps, amsgrad, maximize, optional_of(grad_scale),
+                       optional_of(found_inf));
+    }
+    if (found_inf != nullptr) {
+      // A skipped step (found_inf == 1) must not count: undo the increment on the device.
+      std::vector<at::Tensor> infs(n, deref(found_inf).reshape({}));
+      at::_foreach_sub_(steps, infs);
+    }
+  });
+}
+
+int tl_fused_sgd(tl_tensor *params, tl_tensor *grads, tl_tensor *momentum_buffers, size_t n_buf,
+                 size_t n, double weight_decay, double momentum, double lr, double dampening,
+                 bool nesterov, bool maximize, bool is_first_step, tl_tensor grad_scale,
+                 tl_tensor found_inf) {
+  return guarded([&] {
+    at::NoGradGuard no_grad;
+    at::_fused_sgd_(list_of(params, n), list_of(grads, n), list_of(momentum_buffers, n_buf),
+                    weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step,
+                    optional_of(grad_scale), optional_of(found_inf));
+  });
+}
+
+int tl_add_scaled_(tl_tensor self, tl_tensor other, double alpha) {
+  return guarded([&] { deref(self).add_(deref(other), alpha); });
+}
+
+int tl_set_grad_none(tl_tensor param) {
+  return guarded([&] { deref(param).mutable_grad().reset(); });
 }
 
 } // extern "C"

@@ -38,6 +38,29 @@ int tl_empty_pinned(const int64_t *sizes, size_t ndim, int dtype, tl_tensor *out
 // torch.use_deterministic_algorithms(on, warn_only) and cudnn.deterministic/benchmark.
 int tl_set_deterministic(bool on, bool warn_only);
 
+// torch.optim.adam._fused_adam for one device and dtype: adds 1 to every state step, runs
+// at::_fused_adam_ (or at::_fused_adamw_ when decoupled), then subtracts found_inf from the
+// steps so that a skipped step leaves them unchanged. n_max is n (amsgrad) or 0.
+// grad_scale and found_inf may be NULL. Runs under no-grad.
+int tl_fused_adam(tl_tensor *params, tl_tensor *grads, tl_tensor *exp_avgs, tl_tensor *exp_avg_sqs,
+                  tl_tensor *max_exp_avg_sqs, size_t n_max, tl_tensor *state_steps, size_t n,
+                  double lr, double beta1, double beta2, double weight_decay, double eps,
+                  bool amsgrad, bool maximize, bool decoupled, tl_tensor grad_scale,
+                  tl_tensor found_inf);
+
+// at::_fused_sgd_ for one device and dtype; n_buf is n (momentum != 0) or 0.
+// grad_scale and found_inf may be NULL. Runs under no-grad.
+int tl_fused_sgd(tl_tensor *params, tl_tensor *grads, tl_tensor *momentum_buffers, size_t n_buf,
+                 size_t n, double weight_decay, double momentum, double lr, double dampening,
+                 bool nesterov, bool maximize, bool is_first_step, tl_tensor grad_scale,
+                 tl_tensor found_inf);
+
+// self.add_(other, alpha): self += alpha * other in one kernel (tch has no alpha argument).
+int tl_add_scaled_(tl_tensor self, tl_tensor other, double alpha);
+
+// param.grad = None: drops the gradient tensor (zero_grad(set_to_none=True)).
+int tl_set_grad_none(tl_tensor param);
+
 #ifdef __cplusplus
 }
 #endif

@@ -34,6 +34,44 @@ extern "C" {
     pub(crate) fn tl_empty_pinned(sizes: *const i64, ndim: usize, dtype: c_int, out: *mut RawTensor)
         -> c_int;
     pub(crate) fn tl_set_deterministic(on: bool, warn_only: bool) -> c_int;
+    pub(crate) fn tl_fused_adam(
+        params: *const RawTensor,
+        grads: *const RawTensor,
+        exp_avgs: *const RawTensor,
+        exp_avg_sqs: *const RawTensor,
+        max_exp_avg_sqs: *const RawTensor,
+        n_max: usize,
+        state_steps: *const RawTensor,
+        n: usize,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        weight_decay: f64,
+        eps: f64,
+        amsgrad: bool,
+        maximize: bool,
+        decoupled: bool,
+        grad_scale: RawTensor,
+        found_inf: RawTensor,
+    ) -> c_int;
+    pub(crate) fn tl_fused_sgd(
+        params: *const RawTensor,
+        grads: *const RawTensor,
+        momentum_buffers: *const RawTensor,
+        n_buf: usize,
+        n: usize,
+        weight_decay: f64,
+        momentum: f64,
+        lr: f64,
+        dampening: f64,
+        nesterov: bool,
+        maximize: bool,
+        is_first_step: bool,
+        grad_scale: RawTensor,
+        found_inf: RawTensor,
+    ) -> c_int;
+    pub(crate) fn tl_add_scaled_(this: RawTensor, other: RawTensor, alpha: f64) -> c_int;
+    pub(crate) fn tl_set_grad_none(param: RawTensor) -> c_int;
 }
 
 /// Turns a shim return code into a `Result`, fetching libtorch's message on failure.

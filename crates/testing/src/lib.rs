@@ -92,3 +92,26 @@ pub fn generated_fixture(script: &str, args: &[&str]) -> Result<PathBuf, String>
         Err(format!("fixture folder {} did not appear", out.display()))
     }
 }
+
+/// Runs `script` (relative to the workspace root) with the reference Python and `args`, and
+/// returns its standard output; an error carrying its standard error when it fails. For checks
+/// that must see this run's files (exported models), so nothing is cached.
+pub fn run_reference_script(script: &str, args: &[&str]) -> Result<String, String> {
+    let python = reference_python()?;
+    let script_path = workspace_root().join(script);
+    let output = Command::new(&python)
+        .arg(&script_path)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!(
+            "{script} failed ({}):\n{stdout}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}

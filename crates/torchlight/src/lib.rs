@@ -4,17 +4,24 @@
 //! gathers the names most programs need in [`prelude`].
 
 pub use tch;
+pub use torchlight_checkpoint as checkpoint;
+pub use torchlight_data as data;
+pub use torchlight_export as export;
 pub use torchlight_nn as nn;
+pub use torchlight_optim as optim;
 pub use torchlight_tensor as tensor;
 
 /// The names most training programs use, for `use torchlight::prelude::*`.
 pub mod prelude {
     pub use tch::nn::ModuleT;
     pub use tch::{Device, Kind, Tensor};
+    pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
+    pub use torchlight_data::{DataLoader, Dataset, DatasetExt};
     pub use torchlight_nn::{
         count_parameters, freeze_all_but, load_weights, resnet18, resnet34, resnet50, unfreeze,
         CrossEntropyLoss, LoadOptions, Module,
     };
+    pub use torchlight_optim::{AdamConfig, AdamW, GradScaler, LrScheduler, Optimizer, ParamGroup};
     pub use torchlight_tensor::{
         autocast, no_grad, seed_everything, summary, AutocastGuard, DeviceSpec, TensorError,
     };

@@ -1,1 +1,12 @@
-//! Integration tests of torchlight-data (one binary: each test binary links libtorch).
+//! Integration tests of torchlight-data, in one binary because every test binary links
+//! libtorch. GPU tests live in `cuda.rs` behind the `cuda-tests` feature.
+
+mod adaptors;
+mod collate;
+mod common;
+#[cfg(feature = "cuda-tests")]
+mod cuda;
+mod failures;
+mod loader;
+mod samplers;
+mod splits;

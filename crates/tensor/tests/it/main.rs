@@ -5,6 +5,7 @@ mod amp;
 #[cfg(feature = "cuda-tests")]
 mod cuda;
 mod device;
+mod fused;
 mod grad;
 mod layout;
 mod seed;

@@ -40,3 +40,23 @@ fn deterministic_algorithms_can_be_switched_on_and_off() {
     set_deterministic(true, false).unwrap();
     set_deterministic(false, false).unwrap();
 }
+
+#[test]
+fn the_torch_generator_state_round_trips() {
+    let _lock = crate::torch_rng_lock();
+    seed_everything(99);
+    let _ = Tensor::randn([5], (Kind::Float, tch::Device::Cpu));
+    let state = torchlight_tensor::torch_rng_state().unwrap();
+    assert_eq!(state.cpu.kind(), Kind::Uint8);
+    let first = Tensor::randn([16], (Kind::Float, tch::Device::Cpu));
+    let _ = Tensor::randn([100], (Kind::Float, tch::Device::Cpu));
+    torchlight_tensor::set_torch_rng_state(&state).unwrap();
+    let again = Tensor::randn([16], (Kind::Float, tch::Device::Cpu));
+    assert!(first.equal(&again), "restoring the state repeats the draws");
+    let bad = torchlight_tensor::TorchRngState {
+        cpu: Tensor::zeros([3], (Kind::Uint8, tch::Device::Cpu)),
+        cuda: vec![],
+    };
+    let err = torchlight_tensor::set_torch_rng_state(&bad).unwrap_err();
+    assert!(err.to_string().contains("set_rng_state"), "{err}");
+}

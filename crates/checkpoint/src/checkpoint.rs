@@ -1,0 +1,307 @@
+//! Saving a run's state to a checkpoint folder and restoring it.
+
+use crate::atomic::{resolve, Staging};
+use crate::error::{io, CheckpointError, Result};
+use crate::meta::{FileRecord, Meta, Metric, Progress, FORMAT, FORMAT_VERSION, LIBTORCH_VERSION};
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use tch::Tensor;
+use torchlight_nn::{count_parameters, load_state_dict, state_dict, LoadOptions, LoadReport, Module};
+use torchlight_optim::{GradScaler, LrScheduler, Optimizer, OptimizerState};
+use torchlight_tensor::{set_torch_rng_state, torch_rng_state, TorchRngState};
+
+const MODEL_FILE: &str = "model.safetensors";
+const TRAINING_FILE: &str = "training.safetensors";
+const META_FILE: &str = "meta.json";
+
+/// Everything a run needs to resume, borrowed from the live objects at save time.
+pub struct Snapshot<'a> {
+    /// The model (weights and buffers).
+    pub model: &'a dyn Module,
+    /// The optimizer, when training.
+    pub optimizer: Option<&'a dyn Optimizer>,
+    /// The lr scheduler.
+    pub scheduler: Option<&'a dyn LrScheduler>,
+    /// The GradScaler of a mixed-precision run.
+    pub grad_scaler: Option<&'a GradScaler>,
+    /// Epochs completed and steps taken.
+    pub progress: Progress,
+    /// The metric this save is for.
+    pub metric: Option<Metric>,
+    /// The best metric so far.
+    pub best: Option<Metric>,
+    /// The data seed (shuffle and augmentation seeds derive from it and the epoch).
+    pub data_seed: Option<u64>,
+    /// Save torch's generator states (default on: dropout and anything else drawing from
+    /// torch's global generator then continues exactly).
+    pub rng: bool,
+    /// The run's configuration.
+    pub config: serde_json::Value,
+}
+
+impl<'a> Snapshot<'a> {
+    /// A snapshot of `model` alone (weights-only checkpoints, e.g. for inference).
+    pub fn model(model: &'a dyn Module) -> Self {
+        Snapshot {
+            model,
+            optimizer: None,
+            scheduler: None,
+            grad_scaler: None,
+            progress: Progress::default(),
+            metric: None,
+            best: None,
+            data_seed: None,
+            rng: false,
+            config: serde_json::Value::Null,
+        }
+    }
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn file_record(path: &Path) -> Result<FileRecord> {
+    let mut file = fs::File::open(path).map_err(io(path))?;
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = file.read(&mut buf).map_err(io(path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    Ok(FileRecord { bytes, crc32: format!("{:08x}", hasher.finalize()) })
+}
+
+fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
+    let cpu: Vec<(String, Tensor)> = tensors
+        .iter()
+        .map(|(k, t)| (k.clone(), t.detach().to_device(tch::Device::Cpu).contiguous()))
+        .collect();
+    Tensor::write_safetensors(&cpu, path)
+        .map_err(|e| CheckpointError::Torch { path: path.to_path_buf(), message: e.to_string() })
+}
+
+/// Writes `snapshot` to the checkpoint folder `dir`, atomically: a crash or kill at any point
+/// leaves the previous checkpoint at `dir` (or recoverable beside it, see
+/// [`Checkpoint::load`]), never a half-written one.
+pub fn save(dir: impl AsRef<Path>, snapshot: &Snapshot<'_>) -> Result<()> {
+    let dir = dir.as_ref();
+    let staging = Staging::new(dir)?;
+    let _guard = torchlight_tensor::no_grad();
+
+    write_tensors(&staging.dir.join(MODEL_FILE), &state_dict(snapshot.model))?;
+
+    let mut training: Vec<(String, Tensor)> = Vec::new();
+    let optimizer = snapshot.optimizer.map(|o| {
+        let state = o.state_dict();
+        training.extend(state.tensors.into_iter().map(|(k, t)| (format!("optimizer.{k}"), t)));
+        state.meta
+    });
+    if snapshot.rng {
+        let rng = torch_rng_state()
+            .map_err(|e| CheckpointError::Torch { path: dir.into(), message: e.to_string() })?;
+        training.push(("rng.cpu".into(), rng.cpu));
+        training.extend(rng.cuda.into_iter().enumerate().map(|(i, t)| (format!("rng.cuda.{i}"), t)));
+    }
+    write_tensors(&staging.dir.join(TRAINING_FILE), &training)?;
+
+    let mut files = BTreeMap::new();
+    for name in [MODEL_FILE, TRAINING_FILE] {
+        files.insert(name.to_string(), file_record(&staging.dir.join(name))?);
+    }
+    let meta = Meta {
+        format: FORMAT.into(),
+        format_version: FORMAT_VERSION,
+        torchlight_version: env!("CARGO_PKG_VERSION").into(),
+        libtorch_version: LIBTORCH_VERSION.into(),
+        created_unix: now_unix(),
+        model_kind: snapshot.model.kind().into(),
+        model_parameters: count_parameters(snapshot.model).total,
+        progress: snapshot.progress,
+        metric: snapshot.metric.clone(),
+        best: snapshot.best.clone(),
+        optimizer,
+        scheduler: snapshot.scheduler.map(|s| s.state_dict()),
+        grad_scaler: snapshot.grad_scaler.map(GradScaler::state_dict),
+        data_seed: snapshot.data_seed,
+        has_rng: snapshot.rng,
+        config: snapshot.config.clone(),
+        files,
+    };
+    let meta_path = staging.dir.join(META_FILE);
+    let text = serde_json::to_string_pretty(&meta).expect("checkpoint metadata serialises");
+    fs::write(&meta_path, text).map_err(io(&meta_path))?;
+    staging.commit()
+}
+
+/// A checkpoint read from disk and verified (sizes and checksums), ready to restore from.
+#[derive(Debug)]
+pub struct Checkpoint {
+    /// The folder actually read (a recovered `.<name>.old-*` after an interrupted save).
+    pub dir: PathBuf,
+    /// Its metadata.
+    pub meta: Meta,
+    model: Vec<(String, Tensor)>,
+    training: HashMap<String, Tensor>,
+}
+
+fn read_verified(dir: &Path, name: &str, meta: &Meta) -> Result<Vec<(String, Tensor)>> {
+    let path = dir.join(name);
+    let record = meta.files.get(name).ok_or_else(|| CheckpointError::Corrupt {
+        path: dir.join(META_FILE),
+        reason: format!("no record of {name}"),
+    })?;
+    let found = file_record(&path)?;
+    if found.bytes != record.bytes {
+        return Err(CheckpointError::Truncated { path, expected: record.bytes, found: found.bytes });
+    }
+    if found.crc32 != record.crc32 {
+        return Err(CheckpointError::Corrupt {
+            path,
+            reason: format!("CRC-32 {} does not match the recorded {}", found.crc32, record.crc32),
+        });
+    }
+    Tensor::read_safetensors(&path).map_err(|e| CheckpointError::Corrupt { path, reason: e.to_string() })
+}
+
+impl Checkpoint {
+    /// Reads the checkpoint folder `dir`, checking its format version and every file's size
+    /// and checksum. If a save was interrupted between its two renames, the previous complete
+    /// checkpoint beside `dir` is read instead (`self.dir` says which).
+    pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
+        let requested = dir.as_ref();
+        let dir = resolve(requested).ok_or_else(|| CheckpointError::NotACheckpoint {
+            path: requested.to_path_buf(),
+            reason: format!("no {META_FILE}"),
+        })?;
+        let meta_path = dir.join(META_FILE);
+        let text = fs::read_to_string(&meta_path).map_err(io(&meta_path))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| CheckpointError::Corrupt { path: meta_path.clone(), reason: e.to_string() })?;
+        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+            return Err(CheckpointError::NotACheckpoint {
+                path: dir.clone(),
+                reason: format!("{META_FILE} has no \"format\": \"{FORMAT}\""),
+            });
+        }
+        let version = value.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+        if version > FORMAT_VERSION {
+            return Err(CheckpointError::NewerFormat {
+                path: meta_path,
+                found: version,
+                supported: FORMAT_VERSION,
+            });
+        }
+        let meta: Meta = serde_json::from_value(value)
+            .map_err(|e| CheckpointError::Corrupt { path: meta_path.clone(), reason: e.to_string() })?;
+        let model = read_verified(&dir, MODEL_FILE, &meta)?;
+        let training = read_verified(&dir, TRAINING_FILE, &meta)?.into_iter().collect();
+        Ok(Checkpoint { dir, meta, model, training })
+    }
+
+    /// The model's state_dict as saved (CPU tensors).
+    pub fn model_state(&self) -> &[(String, Tensor)] {
+        &self.model
+    }
+
+    /// Loads the weights into `model` (strict: every key and shape must match, and nothing is
+    /// copied otherwise), naming missing, unexpected and mis-shaped keys on error.
+    pub fn restore_model(&self, model: &dyn Module) -> Result<LoadReport> {
+        let weights = self.model.iter().map(|(k, t)| (k.clone(), t.shallow_clone())).collect();
+        load_state_dict(model, weights, &LoadOptions::strict())
+            .map_err(|source| CheckpointError::Model { path: self.dir.join(MODEL_FILE), source })
+    }
+
+    /// The optimizer state as saved, if any.
+    pub fn optimizer_state(&self) -> Option<OptimizerState> {
+        let meta = self.meta.optimizer.clone()?;
+        let tensors = self
+            .training
+            .iter()
+            .filter_map(|(k, t)| k.strip_prefix("optimizer.").map(|k| (k.to_string(), t.shallow_clone())))
+            .collect();
+        Some(OptimizerState { meta, tensors })
+    }
+
+    fn optim_err(&self) -> impl FnOnce(torchlight_optim::OptimError) -> CheckpointError + '_ {
+        move |source| CheckpointError::Optim { path: self.dir.clone(), source }
+    }
+
+    fn missing(&self, what: &'static str) -> CheckpointError {
+        CheckpointError::Missing { path: self.dir.clone(), what }
+    }
+
+    /// Restores the optimizer's hyperparameters and per-parameter state.
+    pub fn restore_optimizer(&self, optimizer: &mut dyn Optimizer) -> Result<()> {
+        let state = self.optimizer_state().ok_or_else(|| self.missing("optimizer state"))?;
+        optimizer.load_state_dict(&state).map_err(self.optim_err())
+    }
+
+    /// Restores the lr scheduler's step count and base lrs.
+    pub fn restore_scheduler(&self, scheduler: &mut dyn LrScheduler) -> Result<()> {
+        let state = self.meta.scheduler.as_ref().ok_or_else(|| self.missing("scheduler state"))?;
+        scheduler.load_state_dict(state).map_err(self.optim_err())
+    }
+
+    /// Restores the GradScaler's scale and growth tracker.
+    pub fn restore_grad_scaler(&self, scaler: &mut GradScaler) -> Result<()> {
+        let state = self.meta.grad_scaler.as_ref().ok_or_else(|| self.missing("GradScaler state"))?;
+        scaler.load_state_dict(state).map_err(self.optim_err())
+    }
+
+    /// Restores torch's CPU and CUDA generator states.
+    pub fn restore_rng(&self) -> Result<()> {
+        let cpu = self.training.get("rng.cpu").ok_or_else(|| self.missing("generator state"))?;
+        let cuda = (0..)
+            .map_while(|i| self.training.get(&format!("rng.cuda.{i}")))
+            .map(Tensor::shallow_clone)
+            .collect();
+        set_torch_rng_state(&TorchRngState { cpu: cpu.shallow_clone(), cuda })
+            .map_err(|e| CheckpointError::Torch { path: self.dir.clone(), message: e.to_string() })
+    }
+
+    /// Restores everything given: model, then optimizer, scheduler, GradScaler and generator
+    /// states where both the checkpoint and the caller have them. Returns the progress to
+    /// continue from.
+    pub fn restore(
+        &self,
+        model: &dyn Module,
+        optimizer: Option<&mut dyn Optimizer>,
+        scheduler: Option<&mut dyn LrScheduler>,
+        grad_scaler: Option<&mut GradScaler>,
+    ) -> Result<Progress> {
+        self.restore_model(model)?;
+        if let Some(o) = optimizer {
+            self.restore_optimizer(o)?;
+        }
+        if let Some(s) = scheduler {
+            self.restore_scheduler(s)?;
+        }
+        if let Some(g) = grad_scaler {
+            self.restore_grad_scaler(g)?;
+        }
+        if self.meta.has_rng {
+            self.restore_rng()?;
+        }
+        Ok(self.meta.progress)
+    }
+}
+
+/// Writes the weights of checkpoint `dir` alone to `out` (a safetensors file PyTorch loads with
+/// `model.load_state_dict(safetensors.torch.load_file(out))`): the inference artefact, without
+/// optimizer state. Verified on read, written through a temporary file and a rename.
+pub fn export_weights(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<()> {
+    let checkpoint = Checkpoint::load(dir)?;
+    let out = out.as_ref();
+    let tmp = out.with_extension("safetensors.tmp");
+    write_tensors(&tmp, checkpoint.model_state())?;
+    fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp))?;
+    fs::rename(&tmp, out).map_err(io(out))
+}

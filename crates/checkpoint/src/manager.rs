@@ -1,0 +1,105 @@
+//! Retention for a run's checkpoints: `last` every epoch, `best` by a metric, and optionally
+//! the last N epochs (`epoch_0007`).
+
+use crate::atomic::Staging;
+use crate::checkpoint::{save, Checkpoint, Snapshot};
+use crate::error::{io, Result};
+use crate::meta::{Metric, MetricMode};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Keeps a run's `checkpoints/` folder: `last`, `best`, and the last `keep_epochs` epochs.
+#[derive(Debug)]
+pub struct CheckpointManager {
+    root: PathBuf,
+    metric: String,
+    mode: MetricMode,
+    keep_epochs: usize,
+    best: Option<Metric>,
+}
+
+/// What [`CheckpointManager::save`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    /// Whether this save became the new `best`.
+    pub best: bool,
+    /// Epoch folders removed by retention.
+    pub removed: Vec<PathBuf>,
+}
+
+impl CheckpointManager {
+    /// A manager for `root` choosing `best` by `metric` (`"val_acc"`, [`MetricMode::Max`]).
+    /// Picks up the best metric of an existing `best` checkpoint, so a resumed run keeps it.
+    pub fn new(root: impl Into<PathBuf>, metric: impl Into<String>, mode: MetricMode) -> Self {
+        let root = root.into();
+        let best = Checkpoint::load(root.join("best")).ok().and_then(|c| c.meta.metric);
+        CheckpointManager { root, metric: metric.into(), mode, keep_epochs: 0, best }
+    }
+
+    /// Also keep the last `n` epochs as `epoch_NNNN` (0, the default, keeps none).
+    pub fn keep_epochs(mut self, n: usize) -> Self {
+        self.keep_epochs = n;
+        self
+    }
+
+    /// The folder of `last`.
+    pub fn last(&self) -> PathBuf {
+        self.root.join("last")
+    }
+
+    /// The folder of `best`.
+    pub fn best(&self) -> PathBuf {
+        self.root.join("best")
+    }
+
+    /// The best metric so far.
+    pub fn best_metric(&self) -> Option<&Metric> {
+        self.best.as_ref()
+    }
+
+    /// Saves `snapshot` (made after epoch `snapshot.progress.epoch`) with this epoch's metric
+    /// value: always as `last`, as `best` when the metric improves, and as an epoch folder when
+    /// keeping epochs. `best` and epoch folders share `last`'s files through hard links.
+    pub fn save(&mut self, snapshot: Snapshot<'_>, value: f64) -> Result<Saved> {
+        let epoch = snapshot.progress.epoch;
+        let metric = Metric { name: self.metric.clone(), value, mode: self.mode, epoch };
+        let improves = self.mode.improves(value, self.best.as_ref().map(|m| m.value));
+        let best = if improves { Some(metric.clone()) } else { self.best.clone() };
+        let snapshot = Snapshot { metric: Some(metric), best: best.clone(), ..snapshot };
+        save(self.last(), &snapshot)?;
+        self.best = best;
+        if improves {
+            link_copy(&self.last(), &self.best())?;
+        }
+        let mut removed = Vec::new();
+        if self.keep_epochs > 0 {
+            link_copy(&self.last(), &self.root.join(format!("epoch_{epoch:04}")))?;
+            let mut epochs: Vec<PathBuf> = fs::read_dir(&self.root)
+                .map_err(io(&self.root))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("epoch_")))
+                .collect();
+            epochs.sort();
+            let excess = epochs.len().saturating_sub(self.keep_epochs);
+            for old in epochs.into_iter().take(excess) {
+                fs::remove_dir_all(&old).map_err(io(&old))?;
+                removed.push(old);
+            }
+        }
+        Ok(Saved { best: improves, removed })
+    }
+}
+
+/// Makes `to` an atomic copy of the checkpoint folder `from`, hard-linking files (they are
+/// never modified in place) and copying where links are not possible.
+fn link_copy(from: &Path, to: &Path) -> Result<()> {
+    let staging = Staging::new(to)?;
+    for entry in fs::read_dir(from).map_err(io(from))? {
+        let src = entry.map_err(io(from))?.path();
+        let dst = staging.dir.join(src.file_name().expect("a file in a folder has a name"));
+        if fs::hard_link(&src, &dst).is_err() {
+            fs::copy(&src, &dst).map_err(io(&dst))?;
+        }
+    }
+    staging.commit()
+}

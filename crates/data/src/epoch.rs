@@ -1,0 +1,220 @@
+//! `Epoch`: the iterator over one epoch's batches, with its reorder buffer and statistics.
+
+use crate::collate::Collate;
+use crate::dataset::Dataset;
+use crate::error::{DataError, Result};
+use crate::loader::DataLoader;
+use crate::worker::{load_batch, panic_message, Loaded, SkippedSample, Task, WorkerPool};
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+/// What one epoch took.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EpochStats {
+    /// The epoch number.
+    pub epoch: u64,
+    /// Batches yielded without error.
+    pub batches: usize,
+    /// Samples in those batches.
+    pub samples: usize,
+    /// Batches yielded as errors.
+    pub failed_batches: usize,
+    /// Samples left out under [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip), in batch order.
+    pub skipped: Vec<SkippedSample>,
+    /// Data-stall time: how long the consumer spent inside `next()` waiting for batches (with
+    /// `num_workers = 0` this is all the loading time). Compare with `wall` to see whether the
+    /// training step is waiting on data.
+    pub stall: Duration,
+    /// From the start of the epoch's iteration to the end of its last `next()` (or its drop).
+    pub wall: Duration,
+}
+
+/// The batches of one epoch, in sampler order (see [`DataLoader::epoch`]).
+///
+/// After an error the iterator goes on with the next batch; stop iterating to abort the epoch.
+/// Dropping it early cancels the batches in flight: the workers stop between samples and,
+/// unless they are persistent, are joined before the drop returns.
+pub struct Epoch<'a, D: Dataset + 'static, C: Collate<D::Item>> {
+    /// Declared first so that the workers are joined before the loader is released.
+    own_pool: Option<WorkerPool<D, C>>,
+    loader: &'a mut DataLoader<D, C>,
+    epoch: u64,
+    generation: u64,
+    batches: Vec<Vec<usize>>,
+    next_seq: usize,
+    next_dispatch: usize,
+    reorder: BTreeMap<usize, Result<Loaded<C::Staged>>>,
+    pending_error: Option<DataError>,
+    stats: EpochStats,
+    started: Instant,
+}
+
+impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
+    pub(crate) fn new(loader: &'a mut DataLoader<D, C>, epoch: u64) -> Self {
+        let started = Instant::now();
+        let generation = loader.shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let batches = loader.batch_sampler.batches(epoch);
+        let mut own_pool = None;
+        let mut pending_error = None;
+        if loader.num_workers > 0 && !batches.is_empty() {
+            let spawned = if loader.persistent_workers && loader.pool.is_some() {
+                Ok(None)
+            } else {
+                WorkerPool::spawn(&loader.shared, loader.num_workers).map(Some)
+            };
+            match spawned {
+                Ok(Some(pool)) if loader.persistent_workers => loader.pool = Some(pool),
+                Ok(pool) => own_pool = pool,
+                Err(e) => pending_error = Some(e),
+            }
+        }
+        Epoch {
+            own_pool,
+            loader,
+            epoch,
+            generation,
+            batches,
+            next_seq: 0,
+            next_dispatch: 0,
+            reorder: BTreeMap::new(),
+            pending_error,
+            stats: EpochStats { epoch, ..EpochStats::default() },
+            started,
+        }
+    }
+
+    /// The statistics so far.
+    pub fn stats(&self) -> &EpochStats {
+        &self.stats
+    }
+
+    /// Batches not yet yielded.
+    pub fn remaining(&self) -> usize {
+        self.batches.len() - self.next_seq
+    }
+
+    fn task(&mut self, seq: usize) -> Task {
+        Task {
+            generation: self.generation,
+            seq,
+            epoch: self.epoch,
+            indices: std::mem::take(&mut self.batches[seq]),
+        }
+    }
+
+    /// Batch `seq`, loaded here or received from the workers.
+    fn fetch(&mut self, seq: usize) -> Result<Loaded<C::Staged>> {
+        if self.loader.num_workers == 0 {
+            let task = self.task(seq);
+            return load_batch(&self.loader.shared, &task)
+                .unwrap_or(Err(DataError::WorkersExited { batch: seq }));
+        }
+        // Keep `prefetch * num_workers` batches in flight, counting the one awaited.
+        let window = self.loader.prefetch * self.loader.num_workers;
+        while self.next_dispatch < self.batches.len() && self.next_dispatch < seq + window {
+            let task = self.task(self.next_dispatch);
+            self.next_dispatch += 1;
+            let pool = self.own_pool.as_ref().or(self.loader.pool.as_ref());
+            if !pool.is_some_and(|pool| pool.send(task)) {
+                return Err(DataError::WorkersExited { batch: seq });
+            }
+        }
+        let deadline = self.loader.timeout.map(|t| (Instant::now() + t, t));
+        loop {
+            if let Some(result) = self.reorder.remove(&seq) {
+                return result;
+            }
+            let pool = self.own_pool.as_ref().or(self.loader.pool.as_ref());
+            let Some(pool) = pool else {
+                return Err(DataError::WorkersExited { batch: seq });
+            };
+            let message = match deadline {
+                None => pool.results.recv().map_err(|_| DataError::WorkersExited { batch: seq })?,
+                Some((at, waited)) => {
+                    match pool.results.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                        Ok(message) => message,
+                        Err(RecvTimeoutError::Timeout) => {
+                            return Err(DataError::Timeout { batch: seq, waited })
+                        }
+                        Err(RecvTimeoutError::Disconnected) => {
+                            return Err(DataError::WorkersExited { batch: seq })
+                        }
+                    }
+                }
+            };
+            // Results of an earlier epoch, or of a batch given up on after a timeout, are stale.
+            if message.generation == self.generation && message.seq >= seq {
+                self.reorder.insert(message.seq, message.result);
+            }
+        }
+    }
+
+    fn next_batch(&mut self) -> Option<Result<C::Batch>> {
+        if let Some(error) = self.pending_error.take() {
+            self.next_seq = self.batches.len();
+            return Some(Err(error));
+        }
+        while self.next_seq < self.batches.len() {
+            let seq = self.next_seq;
+            let fetched = self.fetch(seq);
+            self.next_seq += 1;
+            let loaded = match fetched {
+                Ok(loaded) => loaded,
+                Err(error) => {
+                    self.stats.failed_batches += 1;
+                    return Some(Err(error));
+                }
+            };
+            self.stats.skipped.extend(loaded.skipped);
+            let Some(staged) = loaded.staged else { continue };
+            let pin = self.loader.pin_memory;
+            let collate = &self.loader.shared.collate;
+            let batch =
+                catch_unwind(AssertUnwindSafe(|| collate.finish(staged, pin))).unwrap_or_else(|payload| {
+                    Err(DataError::Panic { index: None, message: panic_message(&*payload) })
+                });
+            match batch {
+                Ok(_) => {
+                    self.stats.batches += 1;
+                    self.stats.samples += loaded.samples;
+                }
+                Err(_) => self.stats.failed_batches += 1,
+            }
+            return Some(batch);
+        }
+        None
+    }
+}
+
+impl<D: Dataset + 'static, C: Collate<D::Item>> Iterator for Epoch<'_, D, C> {
+    type Item = Result<C::Batch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let start = Instant::now();
+        let batch = self.next_batch();
+        self.stats.stall += start.elapsed();
+        self.stats.wall = self.started.elapsed();
+        batch
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // Batches whose samples are all skipped are not yielded.
+        let remaining = self.remaining() + usize::from(self.pending_error.is_some());
+        (0, Some(remaining))
+    }
+}
+
+impl<D: Dataset + 'static, C: Collate<D::Item>> Drop for Epoch<'_, D, C> {
+    fn drop(&mut self) {
+        // Cancel whatever is in flight: workers drop stale batches between samples.
+        self.loader.shared.generation.fetch_add(1, Ordering::AcqRel);
+        if self.next_seq < self.batches.len() {
+            self.stats.wall = self.started.elapsed();
+        }
+        self.loader.last_stats = Some(std::mem::take(&mut self.stats));
+        // `own_pool` drops after this body, joining non-persistent workers.
+    }
+}

@@ -1,0 +1,15 @@
+//! `torchlight-export`: the model leaves Rust as a file another program can run.
+//!
+//! - [`export_torchscript`]: traced TorchScript that Python's `torch.jit.load` (and
+//!   [`load_torchscript`]) run at any batch size.
+//! - [`export_onnx`]: ONNX opset 17 written natively (no Python, no `protoc`), with a dynamic
+//!   batch axis, weights as initializers and `metadata_props` for preprocessing.
+
+mod error;
+mod onnx;
+pub mod onnx_proto;
+mod torchscript;
+
+pub use error::{ExportError, Result};
+pub use onnx::{export_onnx, onnx_model, OnnxOptions, OPSET};
+pub use torchscript::{export_torchscript, load_torchscript};

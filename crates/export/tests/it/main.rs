@@ -1,0 +1,214 @@
+//! Integration tests of torchlight-export (one binary: each test binary links libtorch).
+//! Exported files are checked by real runtimes: onnx.checker, onnxruntime and torch.jit,
+//! through `tests/check_exports.py` run by the reference Python.
+
+use std::path::{Path, PathBuf};
+use tch::{Device, Kind, Tensor};
+use torchlight_export::*;
+use torchlight_nn::*;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tl-export-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Three training-mode forwards so BatchNorm's running statistics are not the trivial 0/1.
+fn warm_up(model: &dyn Module, shape: &[i64]) {
+    let _g = torchlight_tensor::no_grad();
+    for i in 0..3 {
+        let _ = model.forward_t(&(Tensor::randn(shape, (Kind::Float, Device::Cpu)) * (i + 1) as f64), true);
+    }
+}
+
+/// Writes the Rust model's eval outputs at batch 1 and 7 for the checker.
+fn write_io(dir: &Path, name: &str, model: &dyn Module, item_shape: &[i64]) {
+    let _g = torchlight_tensor::no_grad();
+    let mut tensors = Vec::new();
+    for (b, tag) in [(1, "1"), (7, "7")] {
+        let mut shape = vec![b];
+        shape.extend(item_shape);
+        let x = Tensor::randn(shape.as_slice(), (Kind::Float, Device::Cpu));
+        let y = model.forward_t(&x, false);
+        tensors.push((format!("x{tag}"), x));
+        tensors.push((format!("y{tag}"), y));
+    }
+    Tensor::write_safetensors(&tensors, dir.join(format!("{name}-io.safetensors"))).unwrap();
+}
+
+/// Runs the checker over `dir`; returns (runtime, file, batch, max diff, scale) rows and
+/// (file, key, value) metadata rows.
+#[allow(clippy::type_complexity)]
+fn check(dir: &Path) -> (Vec<(String, String, String, f64, f64)>, Vec<(String, String, String)>) {
+    let out = torchlight_testing::run_reference_script(
+        "crates/export/tests/check_exports.py",
+        &[dir.to_str().unwrap()],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut rows = Vec::new();
+    let mut meta = Vec::new();
+    for line in out.lines() {
+        let parts: Vec<&str> = line.splitn(5, ' ').collect();
+        if parts[0] == "meta" {
+            let rest: Vec<&str> = line.splitn(4, ' ').collect();
+            meta.push((rest[1].to_string(), rest[2].to_string(), rest[3].to_string()));
+        } else {
+            rows.push((
+                parts[0].to_string(),
+                parts[1].to_string(),
+                parts[2].to_string(),
+                parts[3].parse().unwrap(),
+                parts[4].parse().unwrap(),
+            ));
+        }
+    }
+    (rows, meta)
+}
+
+fn assert_rows(rows: &[(String, String, String, f64, f64)], expected_rows: usize) {
+    assert_eq!(rows.len(), expected_rows, "{rows:?}");
+    for (runtime, file, batch, diff, scale) in rows {
+        // Tolerance 1e-4 of the output's scale: float32 through up to 50 layers, different
+        // kernels (onnxruntime's) or the same kernels in another thread layout (torch.jit).
+        let tol = 1e-4 * scale.max(1.0);
+        eprintln!("{runtime:12} {file:28} {batch}: max |diff| {diff:.2e} (scale {scale:.2})");
+        assert!(diff <= &tol, "{runtime} {file} at {batch}: max |diff| {diff:e} > {tol:e}");
+    }
+}
+
+#[test]
+fn resnets_export_to_onnx_and_torchscript_that_real_runtimes_agree_with() {
+    let dir = out_dir("resnet");
+    let classes: Vec<String> = (0..10).map(|i| format!("class \"{i}\"")).collect();
+    for arch in ["resnet18", "resnet34", "resnet50"] {
+        let model = resnet_by_name(arch, 10).unwrap();
+        warm_up(&model, &[4, 3, 64, 64]);
+        let options = OnnxOptions::new(&[3, 64, 64])
+            .with_class_names(&classes)
+            .with_normalization(&[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225]);
+        export_onnx(&model, &options, dir.join(format!("{arch}__bn.onnx"))).unwrap();
+        if arch == "resnet18" {
+            let folded = options.clone().with_fold_batch_norm(true);
+            let count_bn = |o: &OnnxOptions| {
+                let graph = onnx_model(&model, o).unwrap().graph.unwrap();
+                graph.node.iter().filter(|n| n.op_type == "BatchNormalization").count()
+            };
+            assert_eq!(
+                (count_bn(&options), count_bn(&folded)),
+                (20, 0),
+                "every BatchNorm folds into its conv"
+            );
+            export_onnx(&model, &folded, dir.join(format!("{arch}__folded.onnx"))).unwrap();
+        }
+        // Traced at batch 2, checked at batches 1 and 7.
+        let example = Tensor::randn([2, 3, 64, 64], (Kind::Float, Device::Cpu));
+        export_torchscript(&model, &example, dir.join(format!("{arch}__traced.pt"))).unwrap();
+        assert!(model.fc.weight.requires_grad(), "tracing restores requires_grad");
+        write_io(&dir, arch, &model, &[3, 64, 64]);
+    }
+    let (rows, meta) = check(&dir);
+    assert_rows(&rows, 2 * (3 + 1 + 3));
+    let classes_json = meta.iter().find(|(f, k, _)| f == "resnet18__bn.onnx" && k == "class_names").unwrap();
+    assert!(classes_json.2.starts_with("[\"class \\\"0\\\"\", "), "{}", classes_json.2);
+    assert!(meta.iter().any(|(_, k, v)| k == "input_size" && v == "[3, 64, 64]"));
+    assert!(meta.iter().any(|(_, k, v)| k == "mean" && v == "[0.485, 0.456, 0.406]"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn every_supported_layer_exports_in_a_sequential() {
+    let dir = out_dir("layers");
+    let model = Sequential::new()
+        .add(Conv2d::new(3, 8, 3, Conv2dConfig::default().with_padding(1)))
+        .add(BatchNorm2d::new(8, BatchNormConfig::default()))
+        .add(LeakyReLU { negative_slope: 0.1 })
+        .add(MaxPool2d { ceil_mode: true, ..MaxPool2d::new(2, 2, 0) })
+        .add(Conv2d::new(
+            8,
+            8,
+            3,
+            Conv2dConfig::default().with_groups(2).with_dilation(2).with_padding(2).with_bias(false),
+        ))
+        .add(GELU)
+        .add(AvgPool2d { count_include_pad: false, ..AvgPool2d::new(3, 2, 1) })
+        .add(SiLU)
+        .add(Dropout { p: 0.3 })
+        .add(Identity)
+        .add(Sigmoid)
+        .add(AdaptiveAvgPool2d { output_size: [1, 1] })
+        .add(Flatten::default())
+        .add(Linear::new(8, 6, true))
+        .add(Tanh)
+        .add(Linear::new(6, 4, false))
+        .add(ReLU);
+    warm_up(&model, &[4, 3, 15, 15]);
+    let options = OnnxOptions::new(&[3, 15, 15]);
+    export_onnx(&model, &options, dir.join("seq__bn.onnx")).unwrap();
+    export_onnx(&model, &options.clone().with_fold_batch_norm(true), dir.join("seq__folded.onnx")).unwrap();
+    export_torchscript(
+        &model,
+        &Tensor::randn([3, 3, 15, 15], (Kind::Float, Device::Cpu)),
+        dir.join("seq__traced.pt"),
+    )
+    .unwrap();
+    write_io(&dir, "seq", &model, &[3, 15, 15]);
+    let (rows, _) = check(&dir);
+    assert_rows(&rows, 6);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A layer the exporter has no rule for.
+#[derive(Debug)]
+struct Swish2;
+
+impl ModuleT for Swish2 {
+    fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
+        xs * xs.sigmoid() * 2.0
+    }
+}
+
+impl Module for Swish2 {
+    fn kind(&self) -> &'static str {
+        "Swish2"
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn an_unsupported_layer_is_an_error_naming_its_path_and_nothing_is_written() {
+    let dir = out_dir("unsupported");
+    let model = Sequential::new()
+        .add(Conv2d::new(3, 4, 3, Conv2dConfig::default()))
+        .add_named("act", Swish2)
+        .add(AdaptiveAvgPool2d { output_size: [1, 1] });
+    let path = dir.join("bad.onnx");
+    let err = export_onnx(&model, &OnnxOptions::new(&[3, 8, 8]), &path).unwrap_err().to_string();
+    assert!(err.contains("`act` (Swish2)"), "{err}");
+    assert!(!path.exists());
+    let model = Sequential::new()
+        .add(Conv2d::new(3, 4, 3, Conv2dConfig::default()))
+        .add(AdaptiveAvgPool2d { output_size: [2, 2] });
+    let err = export_onnx(&model, &OnnxOptions::new(&[3, 8, 8]), &path).unwrap_err().to_string();
+    assert!(err.contains("`1` (AdaptiveAvgPool2d)") && err.contains("[2, 2]"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn torchscript_written_here_loads_back_in_rust() {
+    let dir = out_dir("jit-rust");
+    let model = resnet18(3);
+    let path = dir.join("m.pt");
+    export_torchscript(&model, &Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu)), &path).unwrap();
+    let loaded = load_torchscript(&path).unwrap();
+    let x = Tensor::randn([5, 3, 32, 32], (Kind::Float, Device::Cpu));
+    let _g = torchlight_tensor::no_grad();
+    let ours = model.forward_t(&x, false);
+    let theirs = loaded.forward_ts(&[x]).unwrap();
+    assert!(ours.allclose(&theirs, 1e-5, 1e-5, false), "traced at batch 2, run at batch 5");
+    let err = load_torchscript(dir.join("absent.pt")).unwrap_err().to_string();
+    assert!(err.contains("absent.pt"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,47 @@
+//! Parameter groups: named tensors sharing one set of hyperparameters.
+
+use tch::Tensor;
+
+/// Named tensors as the nn crate exposes them: `(state_dict name, tensor)`.
+pub type NamedTensors = Vec<(String, Tensor)>;
+
+/// A group of named parameters with its own hyperparameters (`{"params": [...], "lr": ...}`
+/// in `torch.optim`), e.g. a lower lr for a pretrained backbone than for a new head.
+///
+/// Names are PyTorch `state_dict` keys (`layer1.0.conv1.weight`, `fc.bias`); optimizer state is
+/// keyed by them, so they must be unique across an optimizer's groups. Frozen parameters may
+/// be included: a parameter whose gradient is undefined is skipped by `step`, and starts being
+/// updated as soon as it has one (after `set_requires_grad(true)` and a backward pass).
+#[derive(Debug)]
+pub struct ParamGroup<C> {
+    /// The group's parameters, each with its `state_dict` name. The tensors share storage
+    /// with the model's, so updating them in place updates the model.
+    pub params: NamedTensors,
+    /// The group's hyperparameters (`SgdConfig`, `AdamConfig`).
+    pub config: C,
+}
+
+impl<C> ParamGroup<C> {
+    /// A group of `params` with hyperparameters `config`.
+    pub fn new(params: NamedTensors, config: C) -> Self {
+        ParamGroup { params, config }
+    }
+}
+
+/// Splits parameters into those that should get weight decay (weights of dimension >= 2:
+/// convolutions, linear layers) and those that should not (biases and normalisation
+/// weights, i.e. dimension <= 1), the usual recipe for AdamW. Order is kept within each part.
+///
+/// ```
+/// use tch::{Kind, Device, Tensor};
+/// let params = vec![
+///     ("fc.weight".to_string(), Tensor::zeros([10, 4], (Kind::Float, Device::Cpu))),
+///     ("fc.bias".to_string(), Tensor::zeros([10], (Kind::Float, Device::Cpu))),
+/// ];
+/// let (decay, no_decay) = torchlight_optim::split_weight_decay(params);
+/// assert_eq!(decay[0].0, "fc.weight");
+/// assert_eq!(no_decay[0].0, "fc.bias");
+/// ```
+pub fn split_weight_decay(params: NamedTensors) -> (NamedTensors, NamedTensors) {
+    params.into_iter().partition(|(_, t)| t.dim() >= 2)
+}
