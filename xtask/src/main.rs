@@ -65,7 +65,8 @@ fn workspace_root() -> PathBuf {
 }
 
 /// Every crate's GPU test feature, for machines with an NVIDIA GPU and the full install.
-const CUDA_TEST_FEATURES: &str = "torchlight-tensor/cuda-tests,torchlight-data/cuda-tests,torchlight-optim/cuda-tests";
+const CUDA_TEST_FEATURES: &str =
+    "torchlight-tensor/cuda-tests,torchlight-data/cuda-tests,torchlight-optim/cuda-tests";
 
 fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))

@@ -12,9 +12,16 @@ use std::path::Path;
 use std::process::Command;
 
 /// What the reference environment holds. Changing this list makes setup top the env up.
-const PACKAGES: &[&str] =
-    &["torch==2.11.0", "torchvision==0.26.0", "safetensors==0.8.0", "numpy==2.4.6", "pillow==13.0.0",
-        "onnx==1.23.2", "onnxruntime==1.32.0", "tensorboard==2.21.0"];
+const PACKAGES: &[&str] = &[
+    "torch==2.11.0",
+    "torchvision==0.26.0",
+    "safetensors==0.8.0",
+    "numpy==2.4.6",
+    "pillow==13.0.0",
+    "onnx==1.23.2",
+    "onnxruntime==1.32.0",
+    "tensorboard==2.21.0",
+];
 const BYTES_NEEDED: u64 = 8 << 30;
 const MARKER: &str = ".torchlight-complete";
 
