@@ -21,6 +21,8 @@ const PACKAGES: &[&str] = &[
     "onnx==1.23.2",
     "onnxruntime==1.32.0",
     "tensorboard==2.21.0",
+    // Only for regenerating the vision fixtures (real photographs bundled with scikit-image).
+    "scikit-image==0.26.0",
 ];
 const BYTES_NEEDED: u64 = 8 << 30;
 const MARKER: &str = ".torchlight-complete";

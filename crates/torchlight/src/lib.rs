@@ -10,6 +10,7 @@ pub use torchlight_export as export;
 pub use torchlight_nn as nn;
 pub use torchlight_optim as optim;
 pub use torchlight_tensor as tensor;
+pub use torchlight_vision as vision;
 
 /// The names most training programs use, for `use torchlight::prelude::*`.
 pub mod prelude {

@@ -1,0 +1,93 @@
+//! The vision crate's error type.
+
+use std::path::PathBuf;
+
+/// What can go wrong while finding, decoding or transforming images. Every variant names the
+/// path, class, split or transform at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VisionError {
+    /// A file or folder could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The dataset root does not exist or is not a folder.
+    #[error("dataset root {} does not exist or is not a folder", path.display())]
+    MissingRoot {
+        /// The root asked for.
+        path: PathBuf,
+    },
+    /// The root has no class sub-folders.
+    #[error("no class folders found in {} (expected root/<class>/<image>)", root.display())]
+    NoClasses {
+        /// The root searched.
+        root: PathBuf,
+    },
+    /// A class folder holds no file with an allowed extension.
+    #[error("class folder {} holds no image with an allowed extension ({})", path.display(), extensions.join(", "))]
+    EmptyClass {
+        /// The class's name.
+        class: String,
+        /// The class folder.
+        path: PathBuf,
+        /// The extensions looked for.
+        extensions: Vec<String>,
+    },
+    /// A file or folder name that is not valid UTF-8 where a class name is needed.
+    #[error("folder name of {} is not valid UTF-8", path.display())]
+    NonUtf8Name {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// A file that could not be decoded as an image (unknown format, truncated, corrupt).
+    #[error("cannot decode image {}: {message}", path.display())]
+    Decode {
+        /// The file.
+        path: PathBuf,
+        /// The decoder's message.
+        message: String,
+    },
+    /// A split folder (`train`, `val`, `test`) is missing from a split layout.
+    #[error("split folder {} is missing", path.display())]
+    MissingSplit {
+        /// The missing folder.
+        path: PathBuf,
+    },
+    /// A split's class folders differ from the `train` split's.
+    #[error("split {} has different classes from train: missing [{}], extra [{}]", path.display(), missing.join(", "), extra.join(", "))]
+    ClassMismatch {
+        /// The split folder.
+        path: PathBuf,
+        /// Classes in `train` that this split lacks.
+        missing: Vec<String>,
+        /// Classes in this split that `train` lacks.
+        extra: Vec<String>,
+    },
+    /// A transform got an input it cannot handle (a spatial transform after `ToTensor`, a crop
+    /// larger than the image, ...).
+    #[error("{transform}: {message}")]
+    Transform {
+        /// The transform's torchvision name, e.g. `RandomCrop`.
+        transform: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// A dataset sample that could not be loaded (e.g. while computing statistics).
+    #[error(transparent)]
+    Data(#[from] torchlight_data::DataError),
+    /// A transform or dataset parameter that cannot work.
+    #[error("invalid `{field}`: {reason}")]
+    Config {
+        /// The parameter's name.
+        field: &'static str,
+        /// Why it is invalid.
+        reason: String,
+    },
+}
+
+/// `Result` with [`VisionError`].
+pub type Result<T, E = VisionError> = std::result::Result<T, E>;

@@ -1,0 +1,285 @@
+//! `ImageFolder`: a dataset of `root/<class>/<image>` files labelled by folder, like
+//! `torchvision.datasets.ImageFolder`, and `SplitFolders` for a `train/ val/ test/` layout.
+
+use crate::decode::{decode_file, IMG_EXTENSIONS};
+use crate::error::{Result, VisionError};
+use crate::image::Image;
+use crate::transform::{Sample, Transform};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use torchlight_data::{Array, DataError, Dataset};
+use torchlight_tensor::seed::Rng;
+
+/// Images labelled by the folder they sit in: `root/<class>/**/<image>`.
+///
+/// Matches `torchvision.datasets.ImageFolder`:
+/// - classes are the sub-folders of `root` (symlinks followed), sorted by name in code-point
+///   order, and numbered from 0 in that order (`class_to_idx`);
+/// - a class's images are every file under its folder, recursively, whose name ends in one of
+///   the extensions (case-insensitive, [`IMG_EXTENSIONS`] by default), ordered as torchvision's
+///   `sorted(os.walk(...))` orders them: by folder path, then by file name.
+///
+/// Departures, both deliberate: names starting with `.` (`.DS_Store`, `._x.jpg` AppleDouble
+/// files, `.ipynb_checkpoints/`) are ignored, as class folders and as files; and decoding
+/// applies the EXIF orientation (see [`decode_file`]).
+///
+/// As a [`Dataset`], `get` yields `(Array, class_index)`: without a transform the Array is the
+/// decoded image as U8 `[H, W, 3]`; with one it is whatever the transform ends with (F32
+/// `[C, H, W]` after `ToTensor`/`Normalize`, U8 `[H, W, C]` otherwise). A file that cannot be
+/// decoded becomes `DataError::Sample` with its index and path.
+#[derive(Clone)]
+pub struct ImageFolder {
+    root: PathBuf,
+    classes: Arc<Vec<String>>,
+    samples: Vec<(PathBuf, i64)>,
+    transform: Option<Arc<dyn Transform>>,
+}
+
+impl fmt::Debug for ImageFolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ImageFolder")
+            .field("root", &self.root)
+            .field("classes", &self.classes)
+            .field("len", &self.samples.len())
+            .field("transform", &self.transform)
+            .finish()
+    }
+}
+
+impl ImageFolder {
+    /// Scans `root` with the default [`IMG_EXTENSIONS`].
+    ///
+    /// # Errors
+    /// [`VisionError::MissingRoot`] if `root` is not a folder, [`VisionError::NoClasses`] if it
+    /// has no class folders, [`VisionError::EmptyClass`] naming the first class folder without
+    /// images, [`VisionError::Io`] for an unreadable folder.
+    pub fn new(root: impl AsRef<Path>) -> Result<Self> {
+        Self::with_extensions(root, IMG_EXTENSIONS)
+    }
+
+    /// Scans `root`, keeping files whose names end in one of `extensions` (e.g. `".jpg"`,
+    /// compared case-insensitively).
+    pub fn with_extensions(root: impl AsRef<Path>, extensions: &[&str]) -> Result<Self> {
+        let root = root.as_ref().to_path_buf();
+        let classes = find_classes(&root)?;
+        let samples = make_dataset(&root, &classes, extensions)?;
+        Ok(ImageFolder { root, classes: Arc::new(classes), samples, transform: None })
+    }
+
+    /// Scans `root` against a given class list (used by [`SplitFolders`], so all splits share
+    /// one numbering). `root`'s class folders must be exactly `classes`.
+    fn with_classes(root: PathBuf, classes: Arc<Vec<String>>, extensions: &[&str]) -> Result<Self> {
+        let found = find_classes(&root)?;
+        if found != *classes {
+            let have: HashSet<&String> = found.iter().collect();
+            let want: HashSet<&String> = classes.iter().collect();
+            let missing = classes.iter().filter(|c| !have.contains(c)).cloned().collect();
+            let extra = found.iter().filter(|c| !want.contains(c)).cloned().collect();
+            return Err(VisionError::ClassMismatch { path: root, missing, extra });
+        }
+        let samples = make_dataset(&root, &classes, extensions)?;
+        Ok(ImageFolder { root, classes, samples, transform: None })
+    }
+
+    /// The same dataset with `transform` applied to each decoded image (torchvision's
+    /// `transform=` argument), replacing any previous one.
+    pub fn with_transform(mut self, transform: impl Transform + 'static) -> Self {
+        self.transform = Some(Arc::new(transform));
+        self
+    }
+
+    /// The folder scanned.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The class names, sorted; a class's index is its position here.
+    pub fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    /// Class name to index, like torchvision's `class_to_idx`.
+    pub fn class_to_idx(&self) -> BTreeMap<String, i64> {
+        self.classes.iter().enumerate().map(|(i, c)| (c.clone(), i as i64)).collect()
+    }
+
+    /// Every `(path, class_index)`, in torchvision's order (its `samples`).
+    pub fn samples(&self) -> &[(PathBuf, i64)] {
+        &self.samples
+    }
+
+    /// The class index of every sample (torchvision's `targets`).
+    pub fn targets(&self) -> Vec<i64> {
+        self.samples.iter().map(|(_, t)| *t).collect()
+    }
+
+    /// Decodes sample `index` without the transform.
+    ///
+    /// # Errors
+    /// [`VisionError::Decode`] or [`VisionError::Io`] naming the file.
+    ///
+    /// # Panics
+    /// If `index >= len()`.
+    pub fn load(&self, index: usize) -> Result<(Image, i64)> {
+        let (path, target) = &self.samples[index];
+        Ok((decode_file(path)?, *target))
+    }
+}
+
+impl Dataset for ImageFolder {
+    type Item = (Array, i64);
+
+    fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    fn get(&self, index: usize, rng: &mut Rng) -> torchlight_data::Result<(Array, i64)> {
+        let Some((path, target)) = self.samples.get(index) else {
+            return Err(DataError::IndexOutOfRange { index, len: self.samples.len() });
+        };
+        let to_sample_error =
+            |e: VisionError| DataError::Sample { index, path: Some(path.clone()), message: e.to_string() };
+        let image = decode_file(path).map_err(to_sample_error)?;
+        let array = match &self.transform {
+            None => image.into_array(),
+            Some(t) => t.apply(Sample::Image(image), rng).map_err(to_sample_error)?.into_array(),
+        };
+        Ok((array, *target))
+    }
+}
+
+/// A `root/{train,val,test}/<class>/<image>` layout loaded as datasets that share one class
+/// numbering (the `train` split's).
+#[derive(Debug, Clone)]
+pub struct SplitFolders {
+    /// `root/train`.
+    pub train: ImageFolder,
+    /// `root/val`, when present.
+    pub val: Option<ImageFolder>,
+    /// `root/test`, when present.
+    pub test: Option<ImageFolder>,
+}
+
+impl SplitFolders {
+    /// Loads `root/train` (required), `root/val` and `root/test` (each optional) with the
+    /// default extensions.
+    ///
+    /// # Errors
+    /// [`VisionError::MissingRoot`] for `root`, [`VisionError::MissingSplit`] without
+    /// `root/train`, [`VisionError::ClassMismatch`] when `val` or `test` has other class
+    /// folders than `train` (naming the missing and extra ones), and anything
+    /// [`ImageFolder::new`] reports for a split.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with_extensions(root, IMG_EXTENSIONS)
+    }
+
+    /// [`SplitFolders::open`] with the given extensions.
+    pub fn open_with_extensions(root: impl AsRef<Path>, extensions: &[&str]) -> Result<Self> {
+        let root = root.as_ref();
+        if !root.is_dir() {
+            return Err(VisionError::MissingRoot { path: root.to_path_buf() });
+        }
+        let train_root = root.join("train");
+        if !train_root.is_dir() {
+            return Err(VisionError::MissingSplit { path: train_root });
+        }
+        let train = ImageFolder::with_extensions(&train_root, extensions)?;
+        let other = |name: &str| -> Result<Option<ImageFolder>> {
+            let dir = root.join(name);
+            if !dir.is_dir() {
+                return Ok(None);
+            }
+            ImageFolder::with_classes(dir, train.classes.clone(), extensions).map(Some)
+        };
+        let val = other("val")?;
+        let test = other("test")?;
+        Ok(SplitFolders { train, val, test })
+    }
+
+    /// The class names all splits share.
+    pub fn classes(&self) -> &[String] {
+        self.train.classes()
+    }
+}
+
+fn is_hidden(name: &std::ffi::OsStr) -> bool {
+    name.as_encoded_bytes().first() == Some(&b'.')
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>> {
+    let io = |source| VisionError::Io { path: dir.to_path_buf(), source };
+    std::fs::read_dir(dir).map_err(io)?.collect::<std::io::Result<Vec<_>>>().map_err(io)
+}
+
+/// torchvision's `find_classes`: the sorted names of `root`'s sub-folders (not hidden).
+fn find_classes(root: &Path) -> Result<Vec<String>> {
+    if !root.is_dir() {
+        return Err(VisionError::MissingRoot { path: root.to_path_buf() });
+    }
+    let mut classes = Vec::new();
+    for entry in read_dir(root)? {
+        let path = entry.path();
+        // `Path::is_dir` follows symlinks, as Python's `DirEntry.is_dir()` does.
+        if is_hidden(&entry.file_name()) || !path.is_dir() {
+            continue;
+        }
+        let name = entry.file_name().into_string().map_err(|_| VisionError::NonUtf8Name { path })?;
+        classes.push(name);
+    }
+    if classes.is_empty() {
+        return Err(VisionError::NoClasses { root: root.to_path_buf() });
+    }
+    // Rust orders `String`s by UTF-8 bytes, which is Python's code-point order.
+    classes.sort();
+    Ok(classes)
+}
+
+fn has_extension(name: &std::ffi::OsStr, extensions: &[String]) -> bool {
+    let lower = name.to_string_lossy().to_lowercase();
+    extensions.iter().any(|e| lower.ends_with(e.as_str()))
+}
+
+/// torchvision's `make_dataset`: for each class in order, its files in `sorted(os.walk)` order.
+fn make_dataset(root: &Path, classes: &[String], extensions: &[&str]) -> Result<Vec<(PathBuf, i64)>> {
+    let extensions: Vec<String> = extensions.iter().map(|e| e.to_lowercase()).collect();
+    let mut samples = Vec::new();
+    for (index, class) in classes.iter().enumerate() {
+        let class_dir = root.join(class);
+        // (folder, its image files) for every folder under the class, like os.walk.
+        let mut folders: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
+        let mut stack = vec![class_dir.clone()];
+        let mut seen = HashSet::new();
+        while let Some(dir) = stack.pop() {
+            // os.walk(followlinks=True) can loop on a symlink cycle; visit each real folder once.
+            if let Ok(real) = dir.canonicalize() {
+                if !seen.insert(real) {
+                    continue;
+                }
+            }
+            let mut files = Vec::new();
+            for entry in read_dir(&dir)? {
+                let name = entry.file_name();
+                if is_hidden(&name) {
+                    continue;
+                }
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if has_extension(&name, &extensions) {
+                    files.push(path);
+                }
+            }
+            files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+            folders.push((dir, files));
+        }
+        folders.sort_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
+        let before = samples.len();
+        samples.extend(folders.into_iter().flat_map(|(_, files)| files).map(|p| (p, index as i64)));
+        if samples.len() == before {
+            return Err(VisionError::EmptyClass { class: class.clone(), path: class_dir, extensions });
+        }
+    }
+    Ok(samples)
+}

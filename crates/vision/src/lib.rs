@@ -1,0 +1,57 @@
+//! `torchlight-vision`: ImageFolder, image decoding and torchvision-style transforms on `u8`
+//! images, matched against torchvision.
+//!
+//! Images are decoded to RGB `u8` ([`Image`], HWC) and stay `u8` through the spatial and
+//! colour transforms, as PIL images do in torchvision; [`ToTensor`] turns them into float CHW
+//! ([`TensorImage`]) and [`Normalize`] standardises them. [`ImageFolder`] is a
+//! `torchlight_data::Dataset` yielding `(Array, class_index)` for the data crate's DataLoader.
+//!
+//! ```no_run
+//! use torchlight_vision::{
+//!     Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToTensor,
+//!     IMAGENET_MEAN, IMAGENET_STD,
+//! };
+//! let train = ImageFolder::new("data/train")?.with_transform(
+//!     Compose::default()
+//!         .then(RandomResizedCrop::new(224))
+//!         .then(RandomHorizontalFlip::default())
+//!         .then(ToTensor)
+//!         .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD)),
+//! );
+//! # Ok::<(), torchlight_vision::VisionError>(())
+//! ```
+
+mod center_crop;
+mod color_jitter;
+mod compose;
+mod decode;
+mod error;
+mod flip;
+mod grayscale;
+mod image;
+mod image_folder;
+mod mean_std;
+mod normalize;
+mod random_crop;
+mod random_resized_crop;
+mod resample;
+mod resize;
+mod to_tensor;
+mod transform;
+
+pub use center_crop::CenterCrop;
+pub use color_jitter::{adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, ColorJitter};
+pub use compose::Compose;
+pub use decode::{decode_bytes, decode_file, IMG_EXTENSIONS};
+pub use error::{Result, VisionError};
+pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
+pub use grayscale::Grayscale;
+pub use image::Image;
+pub use image_folder::{ImageFolder, SplitFolders};
+pub use mean_std::{dataset_mean_std, MeanStd};
+pub use normalize::{Normalize, IMAGENET_MEAN, IMAGENET_STD};
+pub use random_crop::{pad, PaddingMode, RandomCrop};
+pub use random_resized_crop::{CropBox, RandomResizedCrop};
+pub use resize::{Resize, ResizeSize};
+pub use to_tensor::ToTensor;
+pub use transform::{Sample, TensorImage, Transform};

@@ -1,0 +1,302 @@
+//! PIL's antialiased bilinear resampling on `u8` images, reproduced operation for operation
+//! (Pillow's `Resample.c`), so `Resize` matches torchvision on PIL images bit for bit.
+//!
+//! Pillow resizes in two separable passes (horizontal then vertical, or the reverse when the
+//! height shrinks much more than the width), each rounding to `u8`,
+//! with filter weights in 22-bit fixed point. The filter is the triangle `1 - |x|` stretched
+//! by the scale factor when shrinking (that stretch is the antialiasing). Here the source
+//! can be a rectangle of the image (crop and resize in one go, without copying the crop) and
+//! the output can be a window of the full result (resize and centre-crop in one go, without
+//! computing the pixels the crop throws away).
+
+use crate::image::Image;
+use std::ops::Range;
+
+/// Pillow's `PRECISION_BITS`: weights are fixed point with this many fraction bits.
+const PRECISION_BITS: u32 = 32 - 8 - 2;
+
+/// A rectangle in pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rect {
+    pub left: usize,
+    pub top: usize,
+    pub width: usize,
+    pub height: usize,
+}
+
+impl Rect {
+    pub(crate) fn new(left: usize, top: usize, width: usize, height: usize) -> Self {
+        Rect { left, top, width, height }
+    }
+}
+
+/// Per output position, the first input index and the tap count, and `ksize` fixed-point
+/// weights (Pillow's `precompute_coeffs` followed by `normalize_coeffs_8bpc`).
+struct Coeffs {
+    bounds: Vec<(usize, usize)>,
+    weights: Vec<i32>,
+    ksize: usize,
+}
+
+fn bilinear_filter(x: f64) -> f64 {
+    let x = x.abs();
+    if x < 1.0 {
+        1.0 - x
+    } else {
+        0.0
+    }
+}
+
+fn precompute_coeffs(in_size: usize, out_size: usize) -> Coeffs {
+    let scale = in_size as f64 / out_size as f64;
+    let filterscale = scale.max(1.0);
+    let support = filterscale; // the bilinear filter's support is 1
+    let ksize = support.ceil() as usize * 2 + 1;
+    let mut bounds = Vec::with_capacity(out_size);
+    let mut weights = vec![0i32; out_size * ksize];
+    let mut k = vec![0f64; ksize];
+    for xx in 0..out_size {
+        let center = (xx as f64 + 0.5) * scale;
+        let ss = 1.0 / filterscale;
+        // C's (int) cast truncates toward zero; a negative value is clamped to 0 right after.
+        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+        let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize - xmin;
+        let mut ww = 0.0;
+        for (x, kx) in k.iter_mut().enumerate().take(xmax) {
+            let w = bilinear_filter((x as f64 + xmin as f64 - center + 0.5) * ss);
+            *kx = w;
+            ww += w;
+        }
+        let row = &mut weights[xx * ksize..(xx + 1) * ksize];
+        for x in 0..xmax {
+            let w = if ww != 0.0 { k[x] / ww } else { k[x] };
+            let fixed = w * (1u32 << PRECISION_BITS) as f64;
+            row[x] = if w < 0.0 { (-0.5 + fixed) as i32 } else { (0.5 + fixed) as i32 };
+        }
+        bounds.push((xmin, xmax));
+    }
+    Coeffs { bounds, weights, ksize }
+}
+
+#[inline]
+fn clip8(v: i32) -> u8 {
+    if v >= (1 << PRECISION_BITS << 8) {
+        255
+    } else if v <= 0 {
+        0
+    } else {
+        (v >> PRECISION_BITS) as u8
+    }
+}
+
+/// Which pass Pillow runs first. Pillow 13 (python-pillow/Pillow#9549) runs the vertical pass
+/// first when the height shrinks by more than twice as many pixels as the width does; the
+/// order changes the intermediate `u8` rounding, so it is reproduced.
+fn vertical_first(in_w: usize, in_h: usize, out_w: usize, out_h: usize) -> bool {
+    in_h > out_h && (in_h - out_h) as i64 > 2 * (in_w as i64 - out_w as i64)
+}
+
+/// A view of a `u8` HWC buffer in the crop's (or output's) coordinates: pixel `(x, y)` is at
+/// buffer position `(x + dx, y + dy)`.
+struct View<'a> {
+    pixels: &'a [u8],
+    stride: usize,
+    channels: usize,
+    dx: isize,
+    dy: isize,
+}
+
+impl View<'_> {
+    #[inline]
+    fn at(&self, x: usize, y: usize) -> usize {
+        let bx = (x as isize + self.dx) as usize;
+        let by = (y as isize + self.dy) as usize;
+        (by * self.stride + bx) * self.channels
+    }
+}
+
+/// One horizontal pass (Pillow's `ImagingResampleHorizontal_8bpc`): rows `rows` of `src`,
+/// output columns `cols`; `None` coefficients copy column `x` to output column `x`.
+fn horizontal(src: &View, rows: Range<usize>, coeffs: Option<&Coeffs>, cols: Range<usize>) -> Vec<u8> {
+    let c = src.channels;
+    let row_len = cols.len() * c;
+    let mut out = vec![0u8; rows.len() * row_len];
+    let half = 1i32 << (PRECISION_BITS - 1);
+    for (ty, y) in rows.enumerate() {
+        let out_row = &mut out[ty * row_len..(ty + 1) * row_len];
+        let Some(h) = coeffs else {
+            let start = src.at(cols.start, y);
+            out_row.copy_from_slice(&src.pixels[start..start + row_len]);
+            continue;
+        };
+        for (tx, xx) in cols.clone().enumerate() {
+            let (xmin, n) = h.bounds[xx];
+            let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
+            let base = src.at(xmin, y);
+            if c == 3 {
+                let (mut s0, mut s1, mut s2) = (half, half, half);
+                for (i, &w) in k.iter().enumerate() {
+                    let p = base + i * 3;
+                    s0 += src.pixels[p] as i32 * w;
+                    s1 += src.pixels[p + 1] as i32 * w;
+                    s2 += src.pixels[p + 2] as i32 * w;
+                }
+                out_row[tx * 3] = clip8(s0);
+                out_row[tx * 3 + 1] = clip8(s1);
+                out_row[tx * 3 + 2] = clip8(s2);
+            } else {
+                let mut s = half;
+                for (i, &w) in k.iter().enumerate() {
+                    s += src.pixels[base + i] as i32 * w;
+                }
+                out_row[tx] = clip8(s);
+            }
+        }
+    }
+    out
+}
+
+/// One vertical pass (Pillow's `ImagingResampleVertical_8bpc`): columns `cols` of `src`,
+/// output rows `rows`; `None` coefficients copy row `y` to output row `y`.
+fn vertical(src: &View, cols: Range<usize>, coeffs: Option<&Coeffs>, rows: Range<usize>) -> Vec<u8> {
+    let row_len = cols.len() * src.channels;
+    let mut out = vec![0u8; rows.len() * row_len];
+    let mut acc = vec![0i32; row_len];
+    for (oy, yy) in rows.enumerate() {
+        let out_row = &mut out[oy * row_len..(oy + 1) * row_len];
+        let Some(v) = coeffs else {
+            let start = src.at(cols.start, yy);
+            out_row.copy_from_slice(&src.pixels[start..start + row_len]);
+            continue;
+        };
+        let (ymin, n) = v.bounds[yy];
+        let k = &v.weights[yy * v.ksize..yy * v.ksize + n];
+        acc.fill(1 << (PRECISION_BITS - 1));
+        for (i, &w) in k.iter().enumerate() {
+            let r = src.at(cols.start, ymin + i);
+            for (a, &p) in acc.iter_mut().zip(&src.pixels[r..r + row_len]) {
+                *a += p as i32 * w;
+            }
+        }
+        for (o, &a) in out_row.iter_mut().zip(&acc) {
+            *o = clip8(a);
+        }
+    }
+    out
+}
+
+/// The input range output positions `range` read (all of it for an identity pass).
+fn taps(coeffs: Option<&Coeffs>, range: &Range<usize>) -> Range<usize> {
+    match coeffs {
+        Some(k) => {
+            let (last_min, last_n) = k.bounds[range.end - 1];
+            k.bounds[range.start].0..last_min + last_n
+        }
+        None => range.clone(),
+    }
+}
+
+/// Resizes the `crop` rectangle of `src` to `out_width x out_height` and returns the
+/// `window` rectangle of that result.
+///
+/// Equal to PIL's `img.crop(box).resize((out_width, out_height), Image.BILINEAR)` followed by
+/// a crop to `window`.
+///
+/// # Panics
+/// If `crop` leaves `src`, `window` leaves the output, or a size is 0.
+pub(crate) fn resize_bilinear(
+    src: &Image,
+    crop: Rect,
+    out_width: usize,
+    out_height: usize,
+    window: Rect,
+) -> Image {
+    assert!(crop.width > 0 && crop.height > 0 && out_width > 0 && out_height > 0, "sizes must be positive");
+    assert!(
+        crop.left + crop.width <= src.width() && crop.top + crop.height <= src.height(),
+        "crop leaves the image"
+    );
+    assert!(
+        window.width > 0
+            && window.height > 0
+            && window.left + window.width <= out_width
+            && window.top + window.height <= out_height,
+        "window leaves the output"
+    );
+    let c = src.channels();
+    let hc = (out_width != crop.width).then(|| precompute_coeffs(crop.width, out_width));
+    let vc = (out_height != crop.height).then(|| precompute_coeffs(crop.height, out_height));
+    let (hc, vc) = (hc.as_ref(), vc.as_ref());
+    let out_cols = window.left..window.left + window.width;
+    let out_rows = window.top..window.top + window.height;
+    let source = View {
+        pixels: src.pixels(),
+        stride: src.width(),
+        channels: c,
+        dx: crop.left as isize,
+        dy: crop.top as isize,
+    };
+    let pixels = if vertical_first(crop.width, crop.height, out_width, out_height) {
+        let cols = taps(hc, &out_cols);
+        let temp = vertical(&source, cols.clone(), vc, out_rows.clone());
+        let view = View {
+            pixels: &temp,
+            stride: cols.len(),
+            channels: c,
+            dx: -(cols.start as isize),
+            dy: -(window.top as isize),
+        };
+        horizontal(&view, out_rows, hc, out_cols)
+    } else {
+        let rows = taps(vc, &out_rows);
+        let temp = horizontal(&source, rows.clone(), hc, out_cols.clone());
+        let view = View {
+            pixels: &temp,
+            stride: window.width,
+            channels: c,
+            dx: -(window.left as isize),
+            dy: -(rows.start as isize),
+        };
+        vertical(&view, out_cols, vc, out_rows)
+    };
+    Image::new(window.width, window.height, c, pixels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_size_is_a_copy_and_constant_stays_constant() {
+        let img = Image::new(3, 2, 3, (0..18).collect());
+        let full = Rect::new(0, 0, 3, 2);
+        assert_eq!(resize_bilinear(&img, full, 3, 2, full), img);
+        let flat = Image::filled(17, 9, 3, 200);
+        let out = resize_bilinear(&flat, Rect::new(0, 0, 17, 9), 5, 4, Rect::new(0, 0, 5, 4));
+        assert!(out.pixels().iter().all(|&v| v == 200), "{out:?}");
+    }
+
+    #[test]
+    fn pass_order_follows_pillow_13() {
+        // Orders observed in Pillow 13.0.0 (see make_fixtures.py's cases for full-image checks).
+        assert!(vertical_first(96, 128, 70, 50));
+        assert!(vertical_first(10, 50, 30, 39)); // width grows, height shrinks
+        assert!(!vertical_first(151, 101, 70, 50));
+        assert!(!vertical_first(44, 41, 20, 16)); // height shrinks 25, width 24: not > 2x
+        assert!(!vertical_first(10, 22, 55, 76)); // both grow
+    }
+
+    #[test]
+    fn window_equals_crop_of_full_result() {
+        let img = Image::new(13, 31, 3, (0..13 * 31 * 3).map(|v| (v * 37 % 256) as u8).collect());
+        // Horizontal-first (7x6 from 10x9) and vertical-first (9x5 from 10x29) orders.
+        for (crop, w, h) in [(Rect::new(2, 1, 10, 9), 7, 6), (Rect::new(2, 1, 10, 29), 9, 5)] {
+            let full = resize_bilinear(&img, crop, w, h, Rect::new(0, 0, w, h));
+            let window = resize_bilinear(&img, crop, w, h, Rect::new(2, 1, 4, 3));
+            assert_eq!(window, full.crop(2, 1, 4, 3));
+            let cropped = img.crop(crop.left, crop.top, crop.width, crop.height);
+            let whole = Rect::new(0, 0, crop.width, crop.height);
+            assert_eq!(resize_bilinear(&cropped, whole, w, h, Rect::new(0, 0, w, h)), full);
+        }
+    }
+}
