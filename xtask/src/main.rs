@@ -1,5 +1,6 @@
 //! `cargo xtask`: project automation (set-up of libtorch, the test run CI uses).
 
+mod demo;
 mod libtorch;
 mod pyref;
 
@@ -16,6 +17,8 @@ commands:
                           --cuda forces the full CUDA libtorch
   test [--cuda] [ARGS..]  setup, then run every test of the workspace (unit, integration, doc);
                           ARGS after `--` go to `cargo test`
+  train-demo              setup, then the seed workflow end to end on a synthetic image set:
+                          pre-train, fine-tune, evaluate, export, predict (a few minutes)
 ";
 
 fn main() {
@@ -40,6 +43,14 @@ fn run() -> Result<()> {
     match command.as_str() {
         "setup" => setup(cuda).map(|_| ()),
         "test" => test(cuda, passthrough),
+        "train-demo" => {
+            setup(cuda)?;
+            let root = workspace_root();
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"));
+            demo::train_demo(&root, &target, cargo)
+        }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

@@ -168,7 +168,11 @@ fn read_verified(dir: &Path, name: &str, meta: &Meta) -> Result<Vec<(String, Ten
             reason: format!("CRC-32 {} does not match the recorded {}", found.crc32, record.crc32),
         });
     }
-    Tensor::read_safetensors(&path).map_err(|e| CheckpointError::Corrupt { path, reason: e.to_string() })
+    let mut tensors = Tensor::read_safetensors(&path)
+        .map_err(|e| CheckpointError::Corrupt { path, reason: e.to_string() })?;
+    // safetensors keeps no order; sorted keys make the result the same on every read.
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(tensors)
 }
 
 impl Checkpoint {
@@ -206,7 +210,7 @@ impl Checkpoint {
         Ok(Checkpoint { dir, meta, model, training })
     }
 
-    /// The model's state_dict as saved (CPU tensors).
+    /// The model's state_dict as saved (CPU tensors), sorted by key.
     pub fn model_state(&self) -> &[(String, Tensor)] {
         &self.model
     }

@@ -2,6 +2,27 @@
 //!
 //! This facade re-exports each Torchlight crate as a module (`torchlight::tensor`, ...) and
 //! gathers the names most programs need in [`prelude`].
+//!
+//! ```
+//! use torchlight::prelude::*;
+//!
+//! fn main() -> Result<(), TensorError> {
+//!     seed_everything(42); // torch CPU + CUDA and Torchlight's RNGs
+//!     let device = "auto".parse::<DeviceSpec>()?.resolve()?; // cuda:0 when available, else cpu
+//!     let model = resnet18(3); // torchvision's keys: conv1.weight, fc.bias, ...
+//!     torchlight::nn::to_device(&model, device);
+//!     let x = Tensor::randn([8, 3, 64, 64], (Kind::Float, device));
+//!     let logits = {
+//!         let _grad = no_grad();
+//!         let amp = if device.is_cuda() { Kind::Half } else { Kind::BFloat16 };
+//!         let _amp = autocast(device, amp)?; // torch.autocast(device, dtype)
+//!         model.forward_t(&x, false) // false: eval mode, explicitly
+//!     };
+//!     assert_eq!(logits.size(), [8, 3]);
+//!     println!("{}", summary(&logits));
+//!     Ok(())
+//! }
+//! ```
 
 pub use tch;
 pub use torchlight_checkpoint as checkpoint;
@@ -10,6 +31,7 @@ pub use torchlight_export as export;
 pub use torchlight_nn as nn;
 pub use torchlight_optim as optim;
 pub use torchlight_tensor as tensor;
+pub use torchlight_train as train;
 pub use torchlight_vision as vision;
 
 /// The names most training programs use, for `use torchlight::prelude::*`.

@@ -1,0 +1,86 @@
+//! `torchlight eval`.
+
+use crate::loaded::load;
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+use std::sync::Arc;
+use torchlight_data::Subset;
+use torchlight_tensor::DeviceSpec;
+use torchlight_train::{eval_transform, evaluate, loader, plot_confusion_matrix, Progress};
+use torchlight_vision::ImageFolder;
+
+/// Options of `torchlight eval`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A checkpoint folder, or a run folder (its best checkpoint is used).
+    #[arg(long)]
+    checkpoint: PathBuf,
+    /// An ImageFolder of class folders, or a root whose `test/` is evaluated.
+    #[arg(long)]
+    data: PathBuf,
+    /// `auto`, `cpu`, `cuda` or `cuda:N`.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Also draw the confusion matrix to this PNG file.
+    #[arg(long)]
+    confusion_png: Option<PathBuf>,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let device = args.device.parse::<DeviceSpec>()?.resolve()?;
+    let loaded = load(&args.checkpoint, device)?;
+    let config = &loaded.card.config;
+    let classes = &loaded.card.classes;
+    let dir = if args.data.join("test").is_dir() { args.data.join("test") } else { args.data.clone() };
+    let folder = ImageFolder::new(&dir)?.with_transform(eval_transform(config.data.image_size as usize));
+    if folder.classes() != classes.as_slice() {
+        bail!(
+            "{}: classes [{}] do not match the checkpoint's [{}]",
+            dir.display(),
+            folder.classes().join(", "),
+            classes.join(", ")
+        );
+    }
+    let n = torchlight_data::Dataset::len(&folder);
+    let split = Subset::new(Arc::new(folder), (0..n).collect())?;
+    let mut batches = loader(split, config, false, device)?;
+    let progress = if args.json { Progress::quiet() } else { Progress::auto() };
+    let m = evaluate(&loaded.model, &mut batches, device, config, classes.len(), &progress, "eval")?;
+    if let Some(png) = &args.confusion_png {
+        plot_confusion_matrix(&m.confusion, classes, png)?;
+    }
+    let per_class = m.confusion.per_class_accuracy();
+    let support = m.confusion.support();
+    if args.json {
+        let json = serde_json::json!({
+            "data": dir,
+            "images": m.count,
+            "loss": m.loss,
+            "accuracy": m.top1,
+            format!("top{}_accuracy", m.k): m.topk,
+            "classes": classes,
+            "per_class_accuracy": per_class,
+            "support": support,
+            "confusion_matrix": m.confusion.rows(),
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(());
+    }
+    println!("{}: {} images", dir.display(), m.count);
+    println!("accuracy {:.4}   top{} {:.4}   loss {:.4}", m.top1, m.k, m.topk, m.loss);
+    let width = classes.iter().map(String::len).max().unwrap_or(5).max(5);
+    println!("\n{:<width$}  {:>8}  {:>8}", "class", "images", "accuracy");
+    for ((name, acc), count) in classes.iter().zip(&per_class).zip(&support) {
+        let acc = acc.map_or("-".to_string(), |a| format!("{a:.4}"));
+        println!("{name:<width$}  {count:>8}  {acc:>8}");
+    }
+    println!("\nconfusion matrix (rows: true class, columns: predicted)");
+    for (name, row) in classes.iter().zip(m.confusion.rows()) {
+        let cells: Vec<String> = row.iter().map(|c| format!("{c:>6}")).collect();
+        println!("{name:<width$}  {}", cells.join(""));
+    }
+    Ok(())
+}

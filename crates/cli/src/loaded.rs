@@ -1,0 +1,28 @@
+//! A trained model rebuilt from a checkpoint folder: architecture, weights, classes and the
+//! preprocessing it was trained with.
+
+use anyhow::{Context, Result};
+use std::path::Path;
+use tch::Device;
+use torchlight_checkpoint::Checkpoint;
+use torchlight_nn::ResNet;
+use torchlight_train::ModelCard;
+
+pub struct Loaded {
+    pub model: ResNet,
+    pub card: ModelCard,
+}
+
+/// Loads `path` (a checkpoint folder, or a run folder whose `checkpoints/best` is used).
+pub fn load(path: &Path, device: Device) -> Result<Loaded> {
+    let dir = if path.join("checkpoints/best").is_dir() {
+        path.join("checkpoints/best")
+    } else {
+        path.to_path_buf()
+    };
+    let checkpoint = Checkpoint::load(&dir)?;
+    let card = ModelCard::from_checkpoint(&checkpoint)?;
+    let model = card.build_model(device)?;
+    checkpoint.restore_model(&model).with_context(|| format!("loading {}", dir.display()))?;
+    Ok(Loaded { model, card })
+}

@@ -1,0 +1,51 @@
+//! `torchlight`: train, evaluate, predict with, summarise and export image classifiers.
+
+mod demo_data;
+mod eval;
+mod export;
+mod loaded;
+mod predict;
+mod summary;
+mod train;
+
+use clap::{Parser, Subcommand};
+
+/// Train image classifiers the PyTorch way, from a folder of images.
+#[derive(Parser)]
+#[command(name = "torchlight", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Train on an ImageFolder (`DIR/train/<class>/*.jpg`, optional `val/` and `test/`).
+    Train(Box<train::Args>),
+    /// Evaluate a checkpoint on an ImageFolder: accuracy, per-class table, confusion matrix.
+    Eval(eval::Args),
+    /// Classify images with a checkpoint folder or an exported TorchScript file.
+    Predict(predict::Args),
+    /// Print a model's per-layer parameter table.
+    Summary(summary::Args),
+    /// Export a checkpoint to ONNX or TorchScript.
+    Export(export::Args),
+    /// Write the synthetic demo image set (what `cargo xtask train-demo` trains on).
+    DemoData(demo_data::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Train(args) => train::run(*args),
+        Command::Eval(args) => eval::run(args),
+        Command::Predict(args) => predict::run(args),
+        Command::Summary(args) => summary::run(args),
+        Command::Export(args) => export::run(args),
+        Command::DemoData(args) => demo_data::run(args),
+    };
+    if let Err(err) = result {
+        eprintln!("error: {err:#}");
+        std::process::exit(1);
+    }
+}

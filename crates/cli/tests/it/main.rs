@@ -1,0 +1,172 @@
+//! End-to-end tests of the `torchlight` command, run as a subprocess.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn torchlight(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_torchlight")).args(args).output().expect("the torchlight binary runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = torchlight(args);
+    assert!(
+        out.status.success(),
+        "torchlight {} failed:\n{}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a failing command and returns its one-line error.
+fn fails(args: &[&str]) -> String {
+    let out = torchlight(args);
+    assert!(!out.status.success(), "torchlight {} should fail", args.join(" "));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let line = err.lines().rfind(|l| l.starts_with("error")).unwrap_or_default().to_string();
+    assert!(!line.is_empty(), "no error line in {err}");
+    assert!(!err.contains("panicked"), "a panic instead of an error: {err}");
+    line
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tl-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn summary_prints_the_parameter_table() {
+    let out = ok(&["summary", "--model", "resnet34", "--num-classes", "3", "--frozen-backbone"]);
+    assert!(out.contains("layer4.2.conv2.weight"), "{out}");
+    assert!(out.contains("resnet34 with 3 classes: 21286211 parameters (1539 trainable)"), "{out}");
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_a_non_zero_exit() {
+    let dir = temp("errors");
+    let err = fails(&["train", "--data", &s(&dir.join("nowhere"))]);
+    assert!(err.contains("nowhere") && err.contains("train/"), "{err}");
+    let err = fails(&["train", "--data", &s(&dir), "--set", "optim.learning_rate=0.1"]);
+    assert!(err.contains("unknown config key `optim.learning_rate`"), "{err}");
+    std::fs::write(dir.join("bad.toml"), "[train]\nepochs = 3\nbach_size = 8\n").unwrap();
+    let err = fails(&["train", "--config", &s(&dir.join("bad.toml"))]);
+    assert!(err.contains("bad.toml:3") && err.contains("bach_size"), "{err}");
+    std::fs::create_dir_all(dir.join("empty/train/cat")).unwrap();
+    let runs = dir.join("runs");
+    let err = fails(&["train", "--data", &s(&dir.join("empty")), "--epochs", "1", "--out", &s(&runs)]);
+    assert!(err.contains("cat"), "an empty class folder is named: {err}");
+    assert!(!runs.exists(), "a run that could not start leaves no run folder");
+    let err = fails(&["eval", "--checkpoint", &s(&dir.join("missing")), "--data", &s(&dir)]);
+    assert!(err.contains("missing") && err.contains("not a Torchlight checkpoint"), "{err}");
+    let err = fails(&["summary", "--model", "vgg16"]);
+    assert!(err.contains("unknown model `vgg16`"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn train_resume_eval_export_and_predict_from_the_command_line() {
+    let dir = temp("e2e");
+    ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "18"]);
+    let data = dir.join("data/target");
+    let common = |out: &str, epochs: &str| -> Vec<String> {
+        [
+            "train",
+            "--data",
+            &s(&data),
+            "--epochs",
+            epochs,
+            "--image-size",
+            "32",
+            "--batch-size",
+            "8",
+            "--workers",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            &s(&dir.join(out)),
+            "--set",
+            "scheduler.kind=step",
+            "--set",
+            "scheduler.step_size=1",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let args = common("straight", "3");
+    let out = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.contains("run folder:") && out.contains("test acc:"), "{out}");
+    let straight = dir.join("straight/exp_001");
+
+    // Interrupted after 2 of 3 epochs, then resumed from the run folder.
+    let args = common("resumed", "2");
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let resumed = dir.join("resumed/exp_001");
+    let config =
+        std::fs::read_to_string(resumed.join("config.toml")).unwrap().replace("epochs = 2", "epochs = 3");
+    std::fs::write(resumed.join("config.toml"), config).unwrap();
+    ok(&["train", "--resume", &s(&resumed)]);
+    let a = tch::Tensor::read_safetensors(straight.join("checkpoints/last/model.safetensors")).unwrap();
+    let b: std::collections::HashMap<String, tch::Tensor> =
+        tch::Tensor::read_safetensors(resumed.join("checkpoints/last/model.safetensors"))
+            .unwrap()
+            .into_iter()
+            .collect();
+    for (key, t) in &a {
+        assert!(t.equal(&b[key]), "{key}: the resumed run differs from the straight one");
+    }
+
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["eval", "--checkpoint", &s(&straight), "--data", &s(&data), "--json"]))
+            .unwrap();
+    assert_eq!(json["classes"], serde_json::json!(["frame", "ring", "star"]));
+    assert_eq!(json["confusion_matrix"].as_array().unwrap().len(), 3);
+    assert_eq!(json["images"], 18);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(straight.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(
+        json["accuracy"], summary["test_acc"],
+        "eval of the best checkpoint reproduces the run's test accuracy"
+    );
+
+    let pt = dir.join("model.pt");
+    ok(&["export", "--checkpoint", &s(&straight), "--format", "torchscript", "--out", &s(&pt)]);
+    ok(&["export", "--checkpoint", &s(&straight), "--format", "onnx", "--out", &s(&dir.join("model.onnx"))]);
+    let image = data.join("test/star/00000.jpg");
+    let from_pt: serde_json::Value = serde_json::from_str(&ok(&[
+        "predict",
+        "--checkpoint",
+        &s(&pt),
+        &s(&image),
+        "--json",
+        "--top-k",
+        "3",
+    ]))
+    .unwrap();
+    let from_ckpt: serde_json::Value =
+        serde_json::from_str(&ok(&["predict", "--checkpoint", &s(&straight), &s(&image), "--json"])).unwrap();
+    let top = from_pt[0]["top"].as_array().unwrap();
+    assert_eq!(top.len(), 3);
+    let total: f64 = top.iter().map(|t| t["probability"].as_f64().unwrap()).sum();
+    assert!((total - 1.0).abs() < 1e-5, "three classes' probabilities sum to 1: {total}");
+    assert_eq!(
+        from_pt[0]["top"][0]["class"], from_ckpt[0]["top"][0]["class"],
+        "TorchScript and checkpoint agree"
+    );
+    let p_pt = from_pt[0]["top"][0]["probability"].as_f64().unwrap();
+    let p_ck = from_ckpt[0]["top"][0]["probability"].as_f64().unwrap();
+    assert!((p_pt - p_ck).abs() < 1e-5, "{p_pt} vs {p_ck}");
+
+    // A checkpoint evaluated on data with other classes is an error naming both.
+    let err = fails(&["eval", "--checkpoint", &s(&straight), "--data", &s(&dir.join("data/source/train"))]);
+    assert!(err.contains("do not match the checkpoint's [frame, ring, star]"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

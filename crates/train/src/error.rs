@@ -1,0 +1,139 @@
+//! The train crate's error type.
+
+use std::path::PathBuf;
+
+/// What can go wrong in `torchlight-train`. Every variant names the file, key, field or value
+/// at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrainError {
+    /// A file or folder could not be read, written or created.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A TOML config that does not parse or does not fit [`TrainConfig`](crate::TrainConfig)
+    /// (unknown fields, wrong types).
+    #[error("{}{}: {message}", path.display(), location(*line, *column))]
+    ConfigParse {
+        /// The config file (`<string>` for configs parsed from text).
+        path: PathBuf,
+        /// 1-based line of the offending text, where the TOML parser knows it.
+        line: Option<usize>,
+        /// 1-based column of the offending text, where the TOML parser knows it.
+        column: Option<usize>,
+        /// The parser's message, naming the field.
+        message: String,
+    },
+    /// A config that parses but holds a value training cannot use.
+    #[error("config field `{field}` = {value}: {reason}")]
+    InvalidConfig {
+        /// The dotted field name (`train.batch_size`).
+        field: String,
+        /// The value as written.
+        value: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// A `key=value` override naming no config field.
+    #[error("unknown config key `{key}`{}", hint(.suggestions))]
+    UnknownKey {
+        /// The key as given.
+        key: String,
+        /// Known keys that end the same way or share its leaf name.
+        suggestions: Vec<String>,
+    },
+    /// A `key=value` override whose value does not fit the field's type.
+    #[error("config key `{key}`: cannot use `{value}`: {reason}")]
+    InvalidOverride {
+        /// The dotted key.
+        key: String,
+        /// The value as given.
+        value: String,
+        /// What the field expects.
+        reason: String,
+    },
+    /// A run folder that cannot be opened for resume.
+    #[error("{}: {reason}", path.display())]
+    RunDir {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A `metrics.csv` that does not hold what [`CsvLogger`](crate::CsvLogger) writes.
+    #[error("{}:{line}: {reason}", path.display())]
+    Csv {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A plot that could not be drawn or encoded.
+    #[error("{}: cannot draw the plot: {reason}", path.display())]
+    Plot {
+        /// The image file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Training went wrong: a non-finite loss, unfreezing that changed nothing.
+    #[error("epoch {epoch}: {reason}")]
+    Training {
+        /// The (1-based) epoch.
+        epoch: u64,
+        /// What happened and what to try.
+        reason: String,
+    },
+    /// Loading data failed (a bad image, a loader setting).
+    #[error(transparent)]
+    Data(#[from] torchlight_data::DataError),
+    /// Opening the image folders failed.
+    #[error(transparent)]
+    Vision(#[from] torchlight_vision::VisionError),
+    /// Building the model or loading its weights failed.
+    #[error(transparent)]
+    Nn(#[from] torchlight_nn::NnError),
+    /// Building the optimizer or scheduler failed.
+    #[error(transparent)]
+    Optim(#[from] torchlight_optim::OptimError),
+    /// Saving or loading a checkpoint failed.
+    #[error(transparent)]
+    Checkpoint(#[from] torchlight_checkpoint::CheckpointError),
+    /// A device or tensor operation failed.
+    #[error(transparent)]
+    Tensor(#[from] torchlight_tensor::TensorError),
+}
+
+/// `Result` with [`TrainError`].
+pub type Result<T, E = TrainError> = std::result::Result<T, E>;
+
+impl TrainError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        TrainError::Io { path: path.into(), source }
+    }
+}
+
+fn location(line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(":{l}:{c}"),
+        (Some(l), None) => format!(":{l}"),
+        _ => String::new(),
+    }
+}
+
+fn hint(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (did you mean {}?)",
+            suggestions.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(" or ")
+        )
+    }
+}

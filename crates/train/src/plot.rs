@@ -1,0 +1,266 @@
+//! PNG plots of a run: `curves.png` (loss and accuracy per epoch, train vs val) and the
+//! confusion matrix as a labelled heat map.
+//!
+//! Text is drawn with DejaVu Sans compiled into the crate (`assets/DejaVuSans.ttf`, Bitstream
+//! Vera licence in `assets/LICENSE-DejaVu.txt`), so plots look the same on any machine and need
+//! no system fonts.
+
+use crate::csv_log::EpochRecord;
+use crate::error::{Result, TrainError};
+use crate::metrics::ConfusionMatrix;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::path::Path;
+use std::sync::Once;
+
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const FAMILY: &str = "sans-serif";
+
+/// Width and height of `curves.png`.
+pub const CURVES_SIZE: (u32, u32) = (1200, 500);
+
+const TRAIN_COLOR: RGBColor = RGBColor(31, 119, 180);
+const VAL_COLOR: RGBColor = RGBColor(255, 127, 14);
+
+fn register_font() {
+    static REGISTER: Once = Once::new();
+    REGISTER.call_once(|| {
+        if plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_err() {
+            panic!("the DejaVu Sans font compiled into torchlight-train is a valid TrueType font");
+        }
+    });
+}
+
+fn plot_error(path: &Path, e: impl std::fmt::Display) -> TrainError {
+    TrainError::Plot { path: path.to_path_buf(), reason: e.to_string() }
+}
+
+/// Writes an RGB buffer as PNG through a temporary file and a rename, so a viewer open on
+/// the file (redrawn every epoch) never sees half of it.
+fn save_png(path: &Path, buffer: Vec<u8>, (width, height): (u32, u32)) -> Result<()> {
+    let image =
+        image::RgbImage::from_raw(width, height, buffer).expect("the buffer is width * height * 3 bytes");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    image.save_with_format(&tmp, image::ImageFormat::Png).map_err(|e| plot_error(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| TrainError::io(path, e))
+}
+
+/// Draws `curves.png`: two panels, loss (left) and accuracy in percent (right), train and val
+/// per epoch with markers, axes, labels and a legend, like the matplotlib figure a PyTorch
+/// user draws from their history lists. Non-finite values are left out.
+pub fn plot_curves(records: &[EpochRecord], path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    register_font();
+    let (w, h) = CURVES_SIZE;
+    let mut buffer = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buffer, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_error(path, e))?;
+        let (left, right) = root.split_horizontally(w / 2);
+        let epochs = records.iter().map(|r| r.epoch).max().unwrap_or(1).max(1);
+        let series = |f: fn(&EpochRecord) -> f64, scale: f64| -> Vec<(f64, f64)> {
+            records.iter().map(|r| (r.epoch as f64, f(r) * scale)).filter(|(_, v)| v.is_finite()).collect()
+        };
+        let loss = [series(|r| r.train_loss, 1.0), series(|r| r.val_loss, 1.0)];
+        let acc = [series(|r| r.train_acc, 100.0), series(|r| r.val_acc, 100.0)];
+        let max_loss = loss.iter().flatten().map(|p| p.1).fold(0.0f64, f64::max);
+        let loss_top = if max_loss > 0.0 { max_loss * 1.1 } else { 1.0 };
+        // Loss falls and accuracy rises, so each legend goes where its curves are not.
+        let loss_panel =
+            Panel { title: "Loss", y_desc: "loss", decimals: 2, legend: SeriesLabelPosition::UpperRight };
+        panel(&left, &loss_panel, epochs, 0.0..loss_top, &loss).map_err(|e| plot_error(path, e))?;
+        let acc_panel = Panel {
+            title: "Accuracy",
+            y_desc: "accuracy (%)",
+            decimals: 0,
+            legend: SeriesLabelPosition::LowerRight,
+        };
+        panel(&right, &acc_panel, epochs, 0.0..100.0, &acc).map_err(|e| plot_error(path, e))?;
+        root.present().map_err(|e| plot_error(path, e))?;
+    }
+    save_png(path, buffer, (w, h))
+}
+
+type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+struct Panel {
+    title: &'static str,
+    y_desc: &'static str,
+    decimals: usize,
+    legend: SeriesLabelPosition,
+}
+
+fn panel(
+    area: &DrawingArea<BitMapBackend<'_>, Shift>,
+    spec: &Panel,
+    epochs: usize,
+    y_range: std::ops::Range<f64>,
+    lines: &[Vec<(f64, f64)>; 2],
+) -> DrawResult<()> {
+    let x_range = 0.5..(epochs as f64 + 0.5);
+    let mut chart = ChartBuilder::on(area)
+        .caption(spec.title, (FAMILY, 26))
+        .margin(15)
+        .x_label_area_size(50)
+        .y_label_area_size(70)
+        .build_cartesian_2d(x_range, y_range)?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc(spec.y_desc)
+        .x_labels(epochs.min(12) + 1)
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 && *x >= 1.0 {
+                format!("{}", x.round() as i64)
+            } else {
+                String::new()
+            }
+        })
+        .y_label_formatter(&|y| format!("{y:.*}", spec.decimals))
+        .axis_desc_style((FAMILY, 18))
+        .label_style((FAMILY, 15))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for (points, (name, color)) in lines.iter().zip([("train", TRAIN_COLOR), ("val", VAL_COLOR)]) {
+        chart
+            .draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2)))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2)));
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(spec.legend.clone())
+        .label_font((FAMILY, 16))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+/// Layout of a confusion-matrix image for `n` classes: (cell side, left margin, top margin,
+/// bottom margin, right margin).
+fn confusion_layout(n: usize, names: &[String]) -> (u32, u32, u32, u32, u32) {
+    let cell = (640 / n.max(1) as u32).clamp(28, 90);
+    let longest = names.iter().map(|s| s.chars().count()).max().unwrap_or(1) as u32;
+    let label_room = (longest * 8 + 16).clamp(50, 220);
+    (cell, label_room + 40, 60, label_room + 45, 30)
+}
+
+/// Image size of [`plot_confusion_matrix`] for these class names.
+pub fn confusion_matrix_size(class_names: &[String]) -> (u32, u32) {
+    let n = class_names.len() as u32;
+    let (cell, left, top, bottom, right) = confusion_layout(class_names.len(), class_names);
+    (left + n * cell + right, top + n * cell + bottom)
+}
+
+/// Draws the confusion matrix as a heat map: rows = true class, columns = predicted class
+/// (scikit-learn's `ConfusionMatrixDisplay` layout), each cell holding its count and shaded by
+/// the row's share (per-class recall), class names on both axes.
+///
+/// # Panics
+/// When `class_names` does not hold one name per class of `matrix`.
+pub fn plot_confusion_matrix(
+    matrix: &ConfusionMatrix,
+    class_names: &[String],
+    path: impl AsRef<Path>,
+) -> Result<()> {
+    let path = path.as_ref();
+    assert_eq!(class_names.len(), matrix.num_classes(), "one class name per class");
+    register_font();
+    let (w, h) = confusion_matrix_size(class_names);
+    let mut buffer = vec![0u8; (w * h * 3) as usize];
+    draw_confusion(matrix, class_names, &mut buffer, (w, h)).map_err(|e| plot_error(path, e))?;
+    save_png(path, buffer, (w, h))
+}
+
+fn draw_confusion(
+    matrix: &ConfusionMatrix,
+    names: &[String],
+    buffer: &mut [u8],
+    (w, h): (u32, u32),
+) -> DrawResult<()> {
+    let n = names.len();
+    let (cell, left, top, bottom, _) = confusion_layout(n, names);
+    let (cell, left, top) = (cell as i32, left as i32, top as i32);
+    let root = BitMapBackend::with_buffer(buffer, (w, h)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let text = |size: u32| TextStyle::from((FAMILY, size).into_font()).color(&BLACK);
+    let centered = |size: u32| text(size).pos(Pos::new(HPos::Center, VPos::Center));
+    let grid = n as i32 * cell;
+    root.draw(&Text::new("Confusion matrix", (left + grid / 2, 25), centered(22)))?;
+    let support = matrix.support();
+    let count_size = (cell as u32 / 3).clamp(10, 20);
+    for (t, &row_total) in support.iter().enumerate() {
+        for p in 0..n {
+            let count = matrix.get(t, p);
+            let share = if row_total > 0 { count as f64 / row_total as f64 } else { 0.0 };
+            let (x0, y0) = (left + p as i32 * cell, top + t as i32 * cell);
+            root.draw(&Rectangle::new([(x0, y0), (x0 + cell, y0 + cell)], blues(share).filled()))?;
+            let color = if share > 0.5 { WHITE } else { BLACK };
+            root.draw(&Text::new(
+                count.to_string(),
+                (x0 + cell / 2, y0 + cell / 2),
+                centered(count_size).color(&color),
+            ))?;
+        }
+    }
+    root.draw(&Rectangle::new([(left, top), (left + grid, top + grid)], BLACK.stroke_width(1)))?;
+    let name_size = (cell as u32 / 2).clamp(11, 16);
+    for (i, name) in names.iter().enumerate() {
+        let mid = i as i32 * cell + cell / 2;
+        root.draw(&Text::new(
+            name.clone(),
+            (left - 8, top + mid),
+            text(name_size).pos(Pos::new(HPos::Right, VPos::Center)),
+        ))?;
+        root.draw(&Text::new(
+            name.clone(),
+            (left + mid, top + grid + 8),
+            text(name_size).pos(Pos::new(HPos::Left, VPos::Center)).transform(FontTransform::Rotate90),
+        ))?;
+    }
+    root.draw(&Text::new(
+        "predicted class",
+        (left + grid / 2, top + grid + bottom as i32 - 22),
+        centered(17),
+    ))?;
+    root.draw(&Text::new(
+        "true class",
+        (16, top + grid / 2),
+        centered(17).transform(FontTransform::Rotate270),
+    ))?;
+    root.present()?;
+    Ok(())
+}
+
+/// matplotlib's `Blues` colour map, from near-white at 0 to dark blue at 1.
+fn blues(t: f64) -> RGBColor {
+    let t = t.clamp(0.0, 1.0);
+    let (lo, hi) = ((247.0, 251.0, 255.0), (8.0, 48.0, 107.0));
+    let mix = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
+    RGBColor(mix(lo.0, hi.0), mix(lo.1, hi.1), mix(lo.2, hi.2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blues_runs_from_light_to_dark() {
+        assert_eq!(blues(0.0), RGBColor(247, 251, 255));
+        assert_eq!(blues(1.0), RGBColor(8, 48, 107));
+        assert_eq!(blues(7.0), blues(1.0));
+    }
+
+    #[test]
+    fn confusion_image_grows_with_classes() {
+        let names = |n: usize| (0..n).map(|i| format!("class_{i}")).collect::<Vec<_>>();
+        let (w3, h3) = confusion_matrix_size(&names(3));
+        let (w30, h30) = confusion_matrix_size(&names(30));
+        assert!(w30 > w3 && h30 > h3);
+    }
+}

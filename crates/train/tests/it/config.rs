@@ -1,0 +1,260 @@
+//! TrainConfig: files, errors that name fields, lines and files, overrides, validation.
+
+use std::path::PathBuf;
+use torchlight_train::{SchedulerConfig, TrainConfig, TrainError};
+
+fn write(dir: &std::path::Path, text: &str) -> PathBuf {
+    let path = dir.join("train.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_full_file_reads_every_section() {
+    let dir = crate::temp_dir();
+    let path = write(
+        dir.path(),
+        r#"
+[data]
+root = "datasets/flowers"
+image_size = 160
+workers = 2
+
+[model]
+name = "resnet34"
+pretrained = "weights/r34.safetensors"
+num_classes = 5
+freeze_epochs = 2
+
+[optim]
+optimizer = "sgd"
+lr = 0.1
+backbone_lr = 0.01
+momentum = 0.8
+
+[scheduler]
+kind = "step"
+step_size = 3
+
+[train]
+epochs = 6
+batch_size = 16
+amp = true
+grad_clip = 1.0
+early_stopping_patience = 2
+device = "cpu"
+"#,
+    );
+    let c = TrainConfig::from_toml_file(&path).unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.data.root, PathBuf::from("datasets/flowers"));
+    assert_eq!(c.data.val_dir(), PathBuf::from("datasets/flowers/val"));
+    assert_eq!((c.data.image_size, c.data.workers), (160, 2));
+    assert_eq!(c.model.pretrained, Some(PathBuf::from("weights/r34.safetensors")));
+    assert_eq!((c.model.num_classes, c.model.freeze_epochs), (Some(5), 2));
+    assert_eq!((c.optim.lr, c.optim.backbone_lr, c.optim.momentum), (0.1, 0.01, 0.8));
+    assert_eq!(c.scheduler, SchedulerConfig::Step { step_size: 3, gamma: 0.1 });
+    assert_eq!((c.train.epochs, c.train.batch_size, c.train.amp), (6, 16, true));
+    assert_eq!((c.train.grad_clip, c.train.early_stopping_patience), (Some(1.0), Some(2)));
+    // Unset fields keep their defaults.
+    assert_eq!(c.optim.weight_decay, 0.01);
+    assert_eq!(c.train.out_dir, PathBuf::from("runs"));
+
+    // The effective config written to a run folder reads back equal.
+    let out = dir.path().join("config.toml");
+    c.write_toml_file(&out).unwrap();
+    assert_eq!(TrainConfig::from_toml_file(&out).unwrap(), c);
+}
+
+#[test]
+fn unknown_fields_are_errors_naming_file_line_and_field() {
+    let dir = crate::temp_dir();
+    let path = write(dir.path(), "[train]\nepochs = 3\nbach_size = 8\n");
+    let err = TrainConfig::from_toml_file(&path).unwrap_err();
+    match &err {
+        TrainError::ConfigParse { path: p, line, message, .. } => {
+            assert_eq!(p, &path);
+            assert_eq!(*line, Some(3));
+            assert!(message.contains("bach_size"), "{message}");
+        }
+        other => panic!("expected ConfigParse, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains("train.toml:3:"), "{text}");
+
+    let err = TrainConfig::from_toml_str("learning_rate = 0.1\n").unwrap_err();
+    assert!(err.to_string().contains("learning_rate"), "{err}");
+    // A parameter of another scheduler kind is unknown too.
+    let err = TrainConfig::from_toml_str("[scheduler]\nkind = \"cosine\"\ngamma = 0.5\n").unwrap_err();
+    assert!(err.to_string().contains("gamma"), "{err}");
+    let err = TrainConfig::from_toml_str("[scheduler]\nkind = \"exponential\"\n").unwrap_err();
+    assert!(err.to_string().contains("exponential"), "{err}");
+}
+
+#[test]
+fn wrong_types_name_the_field_and_line() {
+    let err = TrainConfig::from_toml_str("[data]\nroot = \"d\"\nimage_size = \"big\"\n").unwrap_err();
+    match &err {
+        TrainError::ConfigParse { line, message, .. } => {
+            assert_eq!(*line, Some(3), "{err}");
+            assert!(message.contains("string") || message.contains("integer"), "{message}");
+        }
+        other => panic!("expected ConfigParse, got {other:?}"),
+    }
+    let err = TrainConfig::from_toml_str("[train\nepochs = 1\n").unwrap_err();
+    assert!(matches!(err, TrainError::ConfigParse { line: Some(1), .. }), "{err:?}");
+}
+
+#[test]
+fn a_missing_file_is_an_error_naming_it() {
+    let err = TrainConfig::from_toml_file("/nonexistent/train.toml").unwrap_err();
+    assert!(matches!(err, TrainError::Io { .. }));
+    assert!(err.to_string().contains("/nonexistent/train.toml"), "{err}");
+}
+
+/// Applies `key = value`, validates, and returns the field the error names.
+fn invalid_field(key: &str, value: &str) -> String {
+    let mut c = TrainConfig::default();
+    c.set(key, value).unwrap_or_else(|e| panic!("set {key}={value}: {e}"));
+    match c.validate() {
+        Err(TrainError::InvalidConfig { field, reason, .. }) => {
+            assert!(!reason.is_empty());
+            field
+        }
+        other => panic!("{key} = {value}: expected InvalidConfig, got {other:?}"),
+    }
+}
+
+#[test]
+fn validate_names_the_invalid_field() {
+    let cases = [
+        ("train.batch_size", "0", "train.batch_size"),
+        ("train.epochs", "0", "train.epochs"),
+        ("optim.lr", "0", "optim.lr"),
+        ("optim.lr", "-1e-3", "optim.lr"),
+        ("optim.lr", "nan", "optim.lr"),
+        ("optim.backbone_lr", "0", "optim.backbone_lr"),
+        ("optim.weight_decay", "-0.1", "optim.weight_decay"),
+        ("optim.betas", "[0.9, 1.0]", "optim.betas"),
+        ("optim.warmup_epochs", "10", "optim.warmup_epochs"),
+        ("model.freeze_epochs", "11", "model.freeze_epochs"),
+        ("model.name", "vgg16", "model.name"),
+        ("model.num_classes", "1", "model.num_classes"),
+        ("data.image_size", "0", "data.image_size"),
+        ("data.val_fraction", "1.0", "data.val_fraction"),
+        ("train.label_smoothing", "1.5", "train.label_smoothing"),
+        ("train.grad_clip", "0", "train.grad_clip"),
+        ("train.accumulation_steps", "0", "train.accumulation_steps"),
+        ("train.early_stopping_patience", "0", "train.early_stopping_patience"),
+        ("train.top_k", "0", "train.top_k"),
+        ("train.device", "gpu", "train.device"),
+        ("scheduler.eta_min", "-1", "scheduler.eta_min"),
+    ];
+    for (key, value, field) in cases {
+        assert_eq!(invalid_field(key, value), field, "{key} = {value}");
+    }
+
+    let mut c = TrainConfig::default();
+    c.set("scheduler.kind", "step").unwrap();
+    c.set("step_size", "0").unwrap();
+    assert!(
+        matches!(c.validate(), Err(TrainError::InvalidConfig { field, .. }) if field == "scheduler.step_size")
+    );
+
+    let mut c = TrainConfig::default();
+    c.set("scheduler.kind", "onecycle").unwrap();
+    c.set("warmup_epochs", "1").unwrap();
+    let err = c.validate().unwrap_err();
+    assert!(err.to_string().contains("optim.warmup_epochs") && err.to_string().contains("onecycle"), "{err}");
+
+    let mut c = TrainConfig::default();
+    c.set("scheduler.kind", "multistep").unwrap();
+    assert!(
+        matches!(c.validate(), Err(TrainError::InvalidConfig { field, .. }) if field == "scheduler.milestones")
+    );
+    c.set("milestones", "[3, 6]").unwrap();
+    assert_eq!(c.scheduler, SchedulerConfig::MultiStep { milestones: vec![3, 6], gamma: 0.1 });
+    c.validate().unwrap();
+    c.set("milestones", "[5, 3]").unwrap();
+    assert!(
+        matches!(c.validate(), Err(TrainError::InvalidConfig { field, .. }) if field == "scheduler.milestones")
+    );
+
+    // The message says what is wrong in words.
+    let mut c = TrainConfig::default();
+    c.set("freeze_epochs", "12").unwrap();
+    let text = c.validate().unwrap_err().to_string();
+    assert!(
+        text.contains("model.freeze_epochs") && text.contains("12") && text.contains("train.epochs (10)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn overrides_set_fields_by_key() {
+    let mut c = TrainConfig::default();
+    c.set("epochs", "5").unwrap();
+    c.set("--image-size", "128").unwrap();
+    c.set("optim.lr", "3e-4").unwrap();
+    c.set("lr", "1").unwrap(); // an integer is fine for a float field
+    c.set("amp", "true").unwrap();
+    c.set("pretrained", "weights/r18.pth").unwrap();
+    c.set("out_dir", "123").unwrap(); // digits are still a folder name
+    c.set("device", "cuda:1").unwrap();
+    c.set("optimizer", "adam").unwrap();
+    c.set("grad_clip", "1.5").unwrap();
+    assert_eq!(c.train.epochs, 5);
+    assert_eq!(c.data.image_size, 128);
+    assert_eq!(c.optim.lr, 1.0);
+    assert!(c.train.amp);
+    assert_eq!(c.model.pretrained, Some(PathBuf::from("weights/r18.pth")));
+    assert_eq!(c.train.out_dir, PathBuf::from("123"));
+    assert_eq!(c.train.device, "cuda:1");
+    assert_eq!(c.train.grad_clip, Some(1.5));
+    c.set("grad_clip", "none").unwrap();
+    assert_eq!(c.train.grad_clip, None);
+
+    // Switching the scheduler kind starts from that kind's defaults.
+    c.set("scheduler.kind", "step").unwrap();
+    assert_eq!(c.scheduler, SchedulerConfig::Step { step_size: 30, gamma: 0.1 });
+    c.set("gamma", "0.5").unwrap();
+    assert_eq!(c.scheduler, SchedulerConfig::Step { step_size: 30, gamma: 0.5 });
+    c.validate().unwrap();
+}
+
+#[test]
+fn bad_overrides_name_the_key() {
+    let mut c = TrainConfig::default();
+    let before = c.clone();
+    match c.set("epoch", "5").unwrap_err() {
+        TrainError::UnknownKey { key, suggestions } => {
+            assert_eq!(key, "epoch");
+            assert!(suggestions.contains(&"train.epochs".to_string()), "{suggestions:?}");
+        }
+        other => panic!("expected UnknownKey, got {other:?}"),
+    }
+    assert_eq!(
+        c.set("epoch", "5").unwrap_err().to_string(),
+        "unknown config key `epoch` (did you mean `train.epochs`?)"
+    );
+    let err = c.set("epochs", "five").unwrap_err();
+    match &err {
+        TrainError::InvalidOverride { key, value, .. } => {
+            assert_eq!((key.as_str(), value.as_str()), ("train.epochs", "five"))
+        }
+        other => panic!("expected InvalidOverride, got {other:?}"),
+    }
+    assert!(err.to_string().contains("train.epochs"), "{err}");
+    let err = c.set("epochs", "-1").unwrap_err();
+    assert!(matches!(err, TrainError::InvalidOverride { .. }), "{err:?}");
+    // A parameter the current scheduler (cosine) does not have.
+    let err = c.set("step_size", "3").unwrap_err();
+    assert!(
+        err.to_string().contains("step_size") && err.to_string().contains("set scheduler.kind first"),
+        "{err}"
+    );
+    let err = c.set("optimizer", "lamb").unwrap_err();
+    assert!(err.to_string().contains("lamb"), "{err}");
+    // Failed overrides leave the config as it was.
+    assert_eq!(c, before);
+}

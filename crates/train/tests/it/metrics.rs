@@ -1,0 +1,85 @@
+//! ClassificationMetrics against PyTorch/NumPy values for the same logits
+//! (`tests/fixtures/make_metrics.py`).
+
+use std::collections::HashMap;
+use tch::{Device, Kind, Tensor};
+use torchlight_train::{ClassificationMetrics, ConfusionMatrix};
+
+fn reference() -> HashMap<String, Tensor> {
+    let path = crate::fixture("metrics.safetensors");
+    Tensor::read_safetensors(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .into_iter()
+        .collect()
+}
+
+fn scalar(t: &Tensor) -> f64 {
+    t.double_value(&[])
+}
+
+#[test]
+fn epoch_metrics_match_pytorch_and_numpy() {
+    let r = reference();
+    let (logits, targets) = (&r["logits"], &r["targets"]);
+    let n = targets.size()[0];
+    let mut m = ClassificationMetrics::new(7, 3, Device::Cpu);
+    // Batches of 32 with a short last one, as a DataLoader yields them; the loss is tch's
+    // cross-entropy (mean over the batch), as the training loop will compute it.
+    for start in (0..n).step_by(32) {
+        let len = 32.min(n - start);
+        let (lb, tb) = (logits.narrow(0, start, len), targets.narrow(0, start, len));
+        let loss = lb.cross_entropy_for_logits(&tb);
+        m.update(&loss, &lb, &tb);
+    }
+    let s = m.compute();
+    assert_eq!(s.count, n as u64);
+    // Losses are f32 per batch in both; their weighted sum is f64 in both.
+    assert!((s.loss - scalar(&r["loss"])).abs() <= 1e-6, "loss {} vs {}", s.loss, scalar(&r["loss"]));
+    // Counts are exact, so accuracies are equal to the last bit.
+    assert_eq!(s.top1, scalar(&r["top1"]));
+    assert_eq!(s.topk, scalar(&r["top3"]));
+    assert_eq!(s.k, 3);
+    let expected = Vec::<i64>::try_from(&r["confusion"].view([-1])).unwrap();
+    let counts: Vec<i64> = s.confusion.counts().iter().map(|&c| c as i64).collect();
+    assert_eq!(counts, expected, "confusion matrix (rows = true class)");
+    let per_class = Vec::<f64>::try_from(&r["per_class"]).unwrap();
+    let ours: Vec<f64> = s.confusion.per_class_accuracy().into_iter().map(|a| a.unwrap()).collect();
+    assert_eq!(ours, per_class);
+    assert!((m.running_loss() - s.loss).abs() < 1e-15);
+}
+
+#[test]
+fn device_tensors_agree_with_host_counting() {
+    let logits =
+        Tensor::from_slice(&[0.1f32, 0.9, 0.0, 0.8, 0.1, 0.1, 0.2, 0.3, 0.5, 0.6, 0.3, 0.1]).view([4, 3]);
+    let targets = Tensor::from_slice(&[1i64, 0, 1, 2]);
+    let mut m = ClassificationMetrics::new(3, 1, Device::Cpu);
+    m.update(&Tensor::from(0.0f32), &logits, &targets);
+    let preds = Vec::<i64>::try_from(&logits.argmax(1, false)).unwrap();
+    let host = ConfusionMatrix::from_labels(
+        3,
+        &[1, 0, 1, 2],
+        &preds.iter().map(|&p| p as usize).collect::<Vec<_>>(),
+    );
+    let s = m.compute();
+    assert_eq!(s.confusion, host);
+    // With k = 1, top-k accuracy is top-1 accuracy.
+    assert_eq!(s.topk, s.top1);
+    assert_eq!(s.top1, 0.5);
+}
+
+#[test]
+fn loss_tensors_from_autograd_and_other_dtypes_are_accepted() {
+    // Fixed values rather than randn, so this test never draws from torch's global generator.
+    let values: Vec<f32> = (0..32).map(|i| ((i * 7) % 11) as f32 * 0.3 - 1.0).collect();
+    let logits = Tensor::from_slice(&values).view([8, 4]).set_requires_grad(true);
+    let targets = Tensor::from_slice(&[0i32, 1, 2, 3, 0, 1, 2, 3]);
+    let loss = logits.cross_entropy_for_logits(&targets.to_kind(Kind::Int64));
+    let mut m = ClassificationMetrics::new(4, 2, Device::Cpu);
+    m.update(&loss, &logits, &targets);
+    assert!((m.running_loss() - loss.double_value(&[])).abs() < 1e-6);
+    assert_eq!(m.compute().confusion.total(), 8);
+    // Nothing the metrics did joined the autograd graph.
+    loss.backward();
+    assert!(logits.grad().defined());
+}
