@@ -73,18 +73,8 @@ pub fn train_demo(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command) -
     // 1. Pre-train the backbone on the broader source task (five shapes).
     let mut args = vec!["train", "--data"];
     let (source, source_runs) = (d(&data.join("source")), d(&runs.join("source")));
-    args.extend([
-        source.as_str(),
-        "--epochs",
-        "8",
-        "--lr",
-        "2e-3",
-        "--backbone-lr",
-        "2e-3",
-        "--out",
-        source_runs.as_str(),
-    ]);
-    args.extend(["--set", "data.min_crop_scale=0.35"]);
+    args.extend([source.as_str(), "--epochs", "12", "--lr", "1e-3", "--backbone-lr", "1e-3"]);
+    args.extend(["--out", source_runs.as_str(), "--set", "data.min_crop_scale=0.5"]);
     args.extend(common);
     torchlight(&bin, &args)?;
     let source_run = newest_run(&runs.join("source"))?;
@@ -94,13 +84,13 @@ pub fn train_demo(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command) -
         &["export", "--checkpoint", &d(&source_run), "--format", "safetensors", "--out", &backbone],
     )?;
 
-    // 2. Fine-tune on the three-class target: new head, backbone frozen for two epochs, then
-    //    unfrozen at a lower learning rate.
+    // 2. Fine-tune on the three-class target: new head, backbone frozen for three epochs, then
+    //    unfrozen at half the head's learning rate.
     let (target, target_runs) = (d(&data.join("target")), d(&runs.join("target")));
     let mut args =
-        vec!["train", "--data", target.as_str(), "--weights", backbone.as_str(), "--freeze-epochs", "2"];
-    args.extend(["--epochs", "8", "--lr", "2e-3", "--backbone-lr", "5e-4", "--out", target_runs.as_str()]);
-    args.extend(["--set", "data.min_crop_scale=0.35", "--set", "train.top_k=2"]);
+        vec!["train", "--data", target.as_str(), "--weights", backbone.as_str(), "--freeze-epochs", "3"];
+    args.extend(["--epochs", "15", "--lr", "1e-3", "--backbone-lr", "5e-4", "--out", target_runs.as_str()]);
+    args.extend(["--set", "data.min_crop_scale=0.5", "--set", "train.top_k=2"]);
     args.extend(common);
     torchlight(&bin, &args)?;
     let run = newest_run(&runs.join("target"))?;
