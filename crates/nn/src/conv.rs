@@ -1,7 +1,7 @@
 //! `Conv2d` (`torch.nn.Conv2d`, zero padding).
 
 use crate::init::{kaiming_uniform_, uniform_, FanMode, Nonlinearity};
-use crate::module::{Module, OwnTensor, Role};
+use crate::module::{weight_and_bias, Module, OwnTensor};
 use std::any::Any;
 use tch::{Device, Kind, Tensor};
 
@@ -105,11 +105,7 @@ impl Module for Conv2d {
         "Conv2d"
     }
     fn own_tensors(&self) -> Vec<OwnTensor<'_>> {
-        let mut v = vec![OwnTensor { name: "weight", tensor: &self.weight, role: Role::Parameter }];
-        if let Some(b) = &self.bias {
-            v.push(OwnTensor { name: "bias", tensor: b, role: Role::Parameter });
-        }
-        v
+        weight_and_bias(&self.weight, self.bias.as_ref())
     }
     fn as_any(&self) -> &dyn Any {
         self

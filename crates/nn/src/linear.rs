@@ -1,7 +1,7 @@
 //! `Linear`: `y = x W^T + b` (`torch.nn.Linear`).
 
 use crate::init::{kaiming_uniform_, uniform_, FanMode, Nonlinearity};
-use crate::module::{Module, OwnTensor, Role};
+use crate::module::{weight_and_bias, Module, OwnTensor};
 use std::any::Any;
 use tch::{Device, Kind, Tensor};
 
@@ -51,11 +51,7 @@ impl Module for Linear {
         "Linear"
     }
     fn own_tensors(&self) -> Vec<OwnTensor<'_>> {
-        let mut v = vec![OwnTensor { name: "weight", tensor: &self.weight, role: Role::Parameter }];
-        if let Some(b) = &self.bias {
-            v.push(OwnTensor { name: "bias", tensor: b, role: Role::Parameter });
-        }
-        v
+        weight_and_bias(&self.weight, self.bias.as_ref())
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -56,6 +56,15 @@ pub trait Module: tch::nn::ModuleT + Any {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// The `weight` and optional `bias` parameters of a layer, for [`Module::own_tensors`].
+pub(crate) fn weight_and_bias<'a>(weight: &'a Tensor, bias: Option<&'a Tensor>) -> Vec<OwnTensor<'a>> {
+    let mut v = vec![OwnTensor { name: "weight", tensor: weight, role: Role::Parameter }];
+    if let Some(b) = bias {
+        v.push(OwnTensor { name: "bias", tensor: b, role: Role::Parameter });
+    }
+    v
+}
+
 /// Joins a prefix and a name with `.`, as PyTorch's state_dict keys are formed.
 pub(crate) fn join(prefix: &str, name: &str) -> String {
     if prefix.is_empty() {

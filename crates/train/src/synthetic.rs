@@ -102,26 +102,16 @@ pub fn write_image_folder(root: &Path, spec: &SyntheticSpec) -> std::io::Result<
                     dir.join(format!("{n:05}.jpg"))
                 };
                 let mut bytes = Vec::new();
-                if path.extension().is_some_and(|e| e == "png") {
-                    image::codecs::png::PngEncoder::new(&mut bytes)
-                        .write_image(
-                            image.as_raw(),
-                            image.width(),
-                            image.height(),
-                            image::ExtendedColorType::Rgb8,
-                        )
-                        .map_err(std::io::Error::other)?;
+                let (raw, w, h) = (image.as_raw(), image.width(), image.height());
+                let rgb = image::ExtendedColorType::Rgb8;
+                let encoded = if path.extension().is_some_and(|e| e == "png") {
+                    image::codecs::png::PngEncoder::new(&mut bytes).write_image(raw, w, h, rgb)
                 } else {
                     let quality = rng.random_range(80..=95);
                     image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, quality)
-                        .write_image(
-                            image.as_raw(),
-                            image.width(),
-                            image.height(),
-                            image::ExtendedColorType::Rgb8,
-                        )
-                        .map_err(std::io::Error::other)?;
-                }
+                        .write_image(raw, w, h, rgb)
+                };
+                encoded.map_err(std::io::Error::other)?;
                 fs::write(&path, bytes)?;
                 written.push(path);
             }
