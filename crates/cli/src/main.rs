@@ -1,6 +1,7 @@
 //! `torchlight`: train, evaluate, predict with, summarise and export image classifiers.
 
 mod demo_data;
+mod doctor;
 mod eval;
 mod export;
 mod loaded;
@@ -30,6 +31,8 @@ enum Command {
     Summary(summary::Args),
     /// Export a checkpoint to ONNX or TorchScript.
     Export(export::Args),
+    /// Check data, model and training set-up, cheapest first: PASS / WARN / FAIL with fixes.
+    Doctor(doctor::Args),
     /// Write the synthetic demo image set (what `cargo xtask train-demo` trains on).
     DemoData(demo_data::Args),
 }
@@ -43,6 +46,7 @@ fn main() {
         Command::Summary(args) => summary::run(args),
         Command::Export(args) => export::run(args),
         Command::DemoData(args) => demo_data::run(args),
+        Command::Doctor(args) => doctor::run(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

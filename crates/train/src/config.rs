@@ -75,6 +75,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "train.early_stopping_patience",
     "train.top_k",
     "train.log_interval",
+    "train.on_nonfinite",
     "train.device",
     "train.out_dir",
 ];
@@ -176,6 +177,17 @@ pub enum OptimizerKind {
     Adam,
     /// `torch.optim.SGD` with momentum.
     Sgd,
+}
+
+/// What the training guard does when a loss or gradient holds NaN or Inf (`train.on_nonfinite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NonFiniteAction {
+    /// Stop with [`TrainError::NonFinite`](crate::TrainError::NonFinite), the default.
+    #[default]
+    Stop,
+    /// Skip that optimizer step (gradients dropped, weights untouched) and go on.
+    Skip,
 }
 
 /// The `[optim]` section. Two parameter groups: the new head at `lr`, the backbone at
@@ -319,6 +331,9 @@ pub struct LoopConfig {
     pub top_k: usize,
     /// Steps between reads of the running loss back to the host (progress display); 50.
     pub log_interval: usize,
+    /// What a non-finite loss or gradient does: `stop` training with an error naming the step,
+    /// lr and parameter (the default), or `skip` that optimizer step.
+    pub on_nonfinite: NonFiniteAction,
     /// `auto`, `cpu`, `cuda` or `cuda:N`.
     pub device: String,
     /// Parent folder of the run folders (`runs/exp_001`, ...).
@@ -338,6 +353,7 @@ impl Default for LoopConfig {
             early_stopping_patience: None,
             top_k: 5,
             log_interval: 50,
+            on_nonfinite: NonFiniteAction::Stop,
             device: "auto".to_string(),
             out_dir: PathBuf::from("runs"),
         }

@@ -90,6 +90,44 @@ pub enum TrainError {
         /// What happened and what to try.
         reason: String,
     },
+    /// A loss or gradient held NaN or Inf (the training guard, `train.on_nonfinite = "stop"`).
+    #[error("{}", crate::guard::describe_non_finite(*epoch, *step, *lr, *loss, *inputs_finite, parameter.as_deref()))]
+    NonFinite {
+        /// The (1-based) epoch.
+        epoch: u64,
+        /// The (1-based) optimizer step, counted over the whole run.
+        step: u64,
+        /// The head's learning rate at that step.
+        lr: f64,
+        /// The loss of the last batch before the step (NaN or Inf when the loss itself went bad).
+        loss: f64,
+        /// Whether that batch's inputs were all finite.
+        inputs_finite: bool,
+        /// The first parameter (`state_dict` key) whose gradient is not finite; `None` when
+        /// only the loss is.
+        parameter: Option<String>,
+    },
+    /// The model and a batch are on different devices.
+    #[error("the model is on {model} but the batch is on {batch}: move both to one device (train.device)")]
+    DeviceMismatch {
+        /// The device of the model's parameters.
+        model: String,
+        /// The device the batch was put on.
+        batch: String,
+    },
+    /// The device ran out of memory during a training step.
+    #[error("{}", crate::guard::describe_out_of_memory(device, *batch_size, *image_size, *fits))]
+    OutOfMemory {
+        /// The device, as libtorch names it.
+        device: String,
+        /// The batch size in use.
+        batch_size: usize,
+        /// The image side in use.
+        image_size: usize,
+        /// The largest batch size, found by halving, whose forward and backward fit; `None`
+        /// when even one image does not.
+        fits: Option<usize>,
+    },
     /// Loading data failed (a bad image, a loader setting).
     #[error(transparent)]
     Data(#[from] torchlight_data::DataError),

@@ -2,15 +2,17 @@
 //! folder out (`metrics.csv`, TensorBoard events, `curves.png`, checkpoints, the test set's
 //! confusion matrix and `summary.json`).
 
-use crate::config::{OptimizerKind, SchedulerConfig, TrainConfig};
+use crate::config::{NonFiniteAction, OptimizerKind, SchedulerConfig, TrainConfig};
 use crate::csv_log::{CsvLogger, EpochRecord};
 use crate::error::{Result, TrainError};
+use crate::guard;
 use crate::metrics::{ClassificationMetrics, MetricsSummary};
 use crate::plot::{plot_confusion_matrix, plot_curves};
 use crate::progress::Progress;
 use crate::run_dir::RunDir;
 use crate::tfevents::EventWriter;
 use serde::{Deserialize, Serialize};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -243,6 +245,8 @@ pub struct EpochTrain {
     pub stall: Duration,
     /// Images trained on.
     pub images: u64,
+    /// Optimizer steps skipped for non-finite gradients (`train.on_nonfinite = "skip"`).
+    pub skipped_steps: u64,
 }
 
 /// Runs `model` over `loader` in evaluation mode (no-grad, BatchNorm's running statistics,
@@ -554,6 +558,12 @@ pub fn fit(config: TrainConfig, resume: Option<&Path>, progress: &Progress) -> R
 /// One epoch of training: forward under autocast (when AMP is on), cross-entropy, backward
 /// through the GradScaler, optional clipping and accumulation, optimizer (and per-batch
 /// scheduler) steps. Loss is read back to the host only every `log_interval` steps.
+///
+/// Guards (`guard.rs`): the model must sit on `device` ([`TrainError::DeviceMismatch`]); each
+/// optimizer step first checks all gradients for NaN/Inf in one fused kernel with one host read
+/// (skipped when an enabled GradScaler does this itself) and stops with
+/// [`TrainError::NonFinite`] or, under `train.on_nonfinite = "skip"`, drops the step; a device
+/// out-of-memory error becomes [`TrainError::OutOfMemory`] with the largest batch that fits.
 #[allow(clippy::too_many_arguments)]
 pub fn train_one_epoch(
     model: &dyn Module,
@@ -577,38 +587,94 @@ pub fn train_one_epoch(
     let mut micro = 0usize;
     let mut images = 0u64;
     let batches = loader.len();
+    // The gradient guard is off under an enabled GradScaler, which skips such steps itself.
+    let guard_grads = !scaler.is_enabled();
+    let skip_nonfinite = t.on_nonfinite == NonFiniteAction::Skip;
+    // Under `skip`, a window's metrics are counted only once its step is known to be good.
+    let mut pending: Vec<(Tensor, Tensor, Tensor)> = Vec::new();
+    let mut skipped_steps = 0u64;
+    let mut counted = 0u64;
+    guard::check_device(model, device)?;
     let mut epoch_iter = loader.epoch(epoch);
     for (i, batch) in epoch_iter.by_ref().enumerate() {
         let (x, y) = batch?;
         let n = y.size()[0] as u64;
         let (x, y) = (to_device_non_blocking(&x, device), to_device_non_blocking(&y, device));
-        let logits = {
-            let _amp = autocast_if(t.amp, device, amp_kind(device))?;
-            model.forward_t(&x, true)
+        let step = catch_unwind(AssertUnwindSafe(|| {
+            let logits = {
+                let _amp = autocast_if(t.amp, device, amp_kind(device))?;
+                model.forward_t(&x, true)
+            }
+            .to_kind(Kind::Float);
+            let loss = loss_fn.forward(&logits, &y)?;
+            scaler.scale(&(&loss / accumulation as f64)).backward();
+            Ok::<_, TrainError>((loss, logits))
+        }));
+        let (loss, logits) = match step {
+            Ok(result) => result?,
+            Err(payload) => {
+                let message = guard::panic_message(payload.as_ref());
+                if !guard::is_out_of_memory(&message) {
+                    std::panic::resume_unwind(payload);
+                }
+                optimizer.zero_grad()?;
+                let image_size = config.data.image_size as usize;
+                let fits = guard::largest_fitting_batch(t.batch_size, |b| {
+                    guard::batch_fits(model, device, image_size, b)
+                });
+                return Err(TrainError::OutOfMemory {
+                    device: guard::device_name(device),
+                    batch_size: t.batch_size,
+                    image_size,
+                    fits,
+                });
+            }
+        };
+        if skip_nonfinite {
+            pending.push((loss.shallow_clone(), logits, y.shallow_clone()));
+        } else {
+            metrics.update(&loss, &logits, &y);
+            counted += 1;
         }
-        .to_kind(Kind::Float);
-        let loss = loss_fn.forward(&logits, &y)?;
-        metrics.update(&loss, &logits, &y);
-        scaler.scale(&(&loss / accumulation as f64)).backward();
         micro += 1;
         images += n;
         if micro == accumulation || i + 1 == batches {
             micro = 0;
-            if let Some(max_norm) = t.grad_clip {
-                scaler.unscale_(optimizer)?;
-                let params: Vec<Tensor> =
-                    optimizer.named_parameters().into_iter().map(|(_, p)| p.shallow_clone()).collect();
-                let _total_norm = clip_grad_norm(params.iter(), max_norm, 2.0, false)?;
+            let params: Vec<Tensor> =
+                optimizer.named_parameters().into_iter().map(|(_, p)| p.shallow_clone()).collect();
+            if guard_grads && !guard::grads_all_finite(params.iter())? {
+                if !skip_nonfinite {
+                    return Err(TrainError::NonFinite {
+                        epoch: epoch + 1,
+                        step: *global_step + 1,
+                        lr: optimizer.lrs().last().copied().unwrap_or(0.0),
+                        loss: loss.double_value(&[]),
+                        inputs_finite: guard::is_all_finite(&x),
+                        parameter: guard::first_non_finite_grad(model),
+                    });
+                }
+                skipped_steps += 1;
+                pending.clear();
+                optimizer.zero_grad()?;
+            } else {
+                for (loss, logits, y) in pending.drain(..) {
+                    metrics.update(&loss, &logits, &y);
+                    counted += 1;
+                }
+                if let Some(max_norm) = t.grad_clip {
+                    scaler.unscale_(optimizer)?;
+                    let _total_norm = clip_grad_norm(params.iter(), max_norm, 2.0, false)?;
+                }
+                scaler.step(optimizer)?;
+                scaler.update()?;
+                optimizer.zero_grad()?;
             }
-            scaler.step(optimizer)?;
-            scaler.update()?;
-            optimizer.zero_grad()?;
             *global_step += 1;
             if let Some(s) = scheduler.as_deref_mut() {
                 s.step(optimizer)?;
             }
         }
-        if (i + 1) % t.log_interval.max(1) == 0 {
+        if (i + 1) % t.log_interval.max(1) == 0 && counted > 0 {
             let running = metrics.running_loss();
             ensure_finite("training loss", &Tensor::from(running)).map_err(|_| TrainError::Training {
                 epoch: epoch + 1,
@@ -628,5 +694,11 @@ pub fn train_one_epoch(
             reason: format!("mean training loss is {}", metrics.loss),
         });
     }
-    Ok(EpochTrain { metrics, seconds: started.elapsed().as_secs_f64(), stall, images })
+    if skipped_steps > 0 {
+        progress.line(&format!(
+            "epoch {}: skipped {skipped_steps} optimizer steps with non-finite gradients (train.on_nonfinite = \"skip\")",
+            epoch + 1
+        ));
+    }
+    Ok(EpochTrain { metrics, seconds: started.elapsed().as_secs_f64(), stall, images, skipped_steps })
 }

@@ -9,8 +9,10 @@
 
 mod config;
 mod csv_log;
+mod doctor;
 mod error;
 mod fit;
+pub mod guard;
 mod metrics;
 mod plot;
 mod progress;
@@ -19,10 +21,13 @@ pub mod synthetic;
 pub mod tfevents;
 
 pub use config::{
-    DataConfig, LoopConfig, ModelConfig, OptimConfig, OptimizerKind, SchedulerConfig, TrainConfig,
-    CONFIG_KEYS, MODEL_NAMES,
+    DataConfig, LoopConfig, ModelConfig, NonFiniteAction, OptimConfig, OptimizerKind, SchedulerConfig,
+    TrainConfig, CONFIG_KEYS, MODEL_NAMES,
 };
 pub use csv_log::{read_metrics_csv, CsvLogger, EpochRecord, CSV_HEADER};
+pub use doctor::{
+    check_batch, check_data, doctor, overfit_batch, short_run, DoctorOptions, DoctorReport, Finding, Status,
+};
 pub use error::{Result, TrainError};
 pub use fit::{
     build_model, build_optimizer, build_scheduler, eval_transform, evaluate, fit, loader, open_splits,

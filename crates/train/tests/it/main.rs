@@ -5,7 +5,9 @@
 
 mod config;
 mod csv_log;
+mod doctor;
 mod fit;
+mod guard;
 mod metrics;
 mod plot;
 mod run_dir;

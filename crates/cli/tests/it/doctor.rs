@@ -1,0 +1,60 @@
+//! `torchlight doctor` from the command line: text and `--json` on a healthy set, and a
+//! failing check as a non-zero exit.
+
+use super::{fails, ok, s, temp, torchlight};
+
+const QUICK: &[&str] = &[
+    "--set",
+    "data.image_size=32",
+    "--set",
+    "train.batch_size=8",
+    "--set",
+    "train.device=cpu",
+    "--set",
+    "data.workers=0",
+    "--overfit-steps",
+    "30",
+    "--run-steps",
+    "6",
+];
+
+#[test]
+fn doctor_runs_the_checklist_as_text_and_json() {
+    let dir = temp("doctor");
+    ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "18"]);
+    let data = s(&dir.join("data/target"));
+    let mut args = vec!["doctor", "--data", &data, "--model", "resnet18"];
+    args.extend_from_slice(QUICK);
+    let text = ok(&args);
+    for line in [
+        "[1] PASS  split_leak",
+        "[2] PASS  initial_loss",
+        "[3] PASS  overfit_one_batch",
+        "[4] PASS  grad_flow",
+    ] {
+        assert!(text.contains(line), "`{line}` in:\n{text}");
+    }
+    args.push("--json");
+    let json: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+    let findings = json["findings"].as_array().unwrap();
+    let stages: std::collections::BTreeSet<u64> =
+        findings.iter().map(|f| f["stage"].as_u64().unwrap()).collect();
+    assert_eq!(stages.into_iter().collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    let balance = findings.iter().find(|f| f["check"] == "class_balance").unwrap();
+    assert_eq!(balance["data"]["counts"]["train"]["star"], 6, "{balance}");
+
+    // Too few outputs for the labels: a FAIL with its fix, later stages skipped, exit 1.
+    let mut args = vec!["doctor", "--data", &data, "--set", "model.num_classes=2"];
+    args.extend_from_slice(QUICK);
+    let out = torchlight(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("[1] FAIL  label_range: labels 0..=2 (3 classes); the model has 2 outputs"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("fix: set model.num_classes = 3"), "{stdout}");
+    assert!(stdout.contains("SKIP"), "{stdout}");
+    let err = fails(&args);
+    assert_eq!(err, "error: doctor found 1 failing check(s)");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

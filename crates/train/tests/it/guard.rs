@@ -1,0 +1,159 @@
+//! The training guards inside `train_one_epoch`: a non-finite gradient stops training with an
+//! error naming step, lr, inputs and parameter, or (under `train.on_nonfinite = "skip"`) skips
+//! that step; a model on another device than the batches is one clear error.
+
+use crate::{temp_dir, torch_rng_lock};
+use std::any::Any;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tch::Device;
+use torchlight_data::Subset;
+use torchlight_optim::{GradScaler, GradScalerConfig};
+use torchlight_tensor::seed::Rng;
+use torchlight_tensor::seed_everything;
+use torchlight_train::synthetic::{write_image_folder, Shape, SyntheticSpec};
+use torchlight_train::*;
+use torchlight_vision::{CenterCrop, Compose, ImageFolder, Resize, Sample, ToTensor, Transform};
+
+/// Puts a NaN into the first pixel of the `nth` sample it sees (every sample when `None`).
+#[derive(Debug)]
+struct NanPixel {
+    nth: Option<usize>,
+    seen: AtomicUsize,
+}
+
+impl Transform for NanPixel {
+    fn apply(&self, input: Sample, _rng: &mut Rng) -> torchlight_vision::Result<Sample> {
+        let i = self.seen.fetch_add(1, Ordering::SeqCst);
+        Ok(match input {
+            Sample::Tensor(mut t) if self.nth.is_none_or(|n| n == i) => {
+                t.data[0] = f32::NAN;
+                Sample::Tensor(t)
+            }
+            other => other,
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn setup(root: &Path, nth: Option<usize>, action: NonFiniteAction) -> (TrainConfig, Loader) {
+    let spec = SyntheticSpec {
+        shapes: vec![Shape::Circle, Shape::Cross, Shape::Bar],
+        per_class: [8, 0, 0],
+        size_range: (36, 40),
+        seed: 3,
+    };
+    write_image_folder(root, &spec).unwrap();
+    let mut c = TrainConfig::default();
+    c.data.root = root.to_path_buf();
+    c.data.image_size = 32;
+    c.data.workers = 0;
+    c.train.batch_size = 8;
+    c.train.device = "cpu".into();
+    c.train.on_nonfinite = action;
+    let t = Compose::default()
+        .then(Resize::new(32))
+        .then(CenterCrop::new(32))
+        .then(ToTensor)
+        .then(NanPixel { nth, seen: AtomicUsize::new(0) });
+    let folder = ImageFolder::new(root.join("train")).unwrap().with_transform(t);
+    let split = Subset::new(Arc::new(folder), (0..24).collect()).unwrap();
+    let l = loader(split, &c, true, Device::Cpu).unwrap();
+    (c, l)
+}
+
+fn one_epoch(
+    c: &TrainConfig,
+    l: &mut Loader,
+    model: &dyn torchlight_nn::Module,
+) -> Result<(EpochTrain, u64)> {
+    let mut optimizer = build_optimizer(c, model)?;
+    let mut scaler = GradScaler::new(GradScalerConfig::default().with_enabled(false))?;
+    let mut step = 0;
+    let e = train_one_epoch(
+        model,
+        optimizer.as_mut(),
+        None,
+        &mut scaler,
+        l,
+        c,
+        Device::Cpu,
+        3,
+        0,
+        &mut step,
+        &Progress::quiet(),
+    )?;
+    Ok((e, step))
+}
+
+#[test]
+fn a_nan_input_stops_training_naming_step_lr_inputs_and_parameter() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (c, mut l) = setup(tmp.path(), None, NonFiniteAction::Stop);
+    seed_everything(0);
+    let model = build_model(&c, 3, Device::Cpu).unwrap();
+    let before = model.fc.weight.copy();
+    let err = one_epoch(&c, &mut l, &model).unwrap_err();
+    match &err {
+        TrainError::NonFinite { epoch, step, lr, inputs_finite, parameter, .. } => {
+            assert_eq!((*epoch, *step, *lr, *inputs_finite), (1, 1, 1e-3, false));
+            assert_eq!(parameter.as_deref(), Some("conv1.weight"), "the first key in state_dict order");
+        }
+        other => panic!("expected NonFinite, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.starts_with("epoch 1, step 1: non-finite gradient in `conv1.weight` (layer `conv1`)"),
+        "{text}"
+    );
+    assert!(text.contains("lr 1.000e-3, batch inputs NOT finite; the batch holds NaN/Inf inputs"), "{text}");
+    assert!(model.fc.weight.equal(&before), "the bad step was not applied");
+}
+
+#[test]
+fn skip_drops_only_the_bad_step_and_training_goes_on() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    // The 5th sample loaded lies in the first of three batches.
+    let (c, mut l) = setup(tmp.path(), Some(4), NonFiniteAction::Skip);
+    seed_everything(0);
+    let model = build_model(&c, 3, Device::Cpu).unwrap();
+    let before = model.fc.weight.copy();
+    let (e, steps) = one_epoch(&c, &mut l, &model).unwrap();
+    assert_eq!((e.skipped_steps, steps, e.images), (1, 3, 24));
+    assert!(e.metrics.loss.is_finite(), "the skipped batch's NaN loss is not counted: {}", e.metrics.loss);
+    assert_eq!(e.metrics.count, 16, "two good batches counted");
+    assert!(!model.fc.weight.equal(&before), "the good steps trained");
+    assert!(bool::try_from(model.fc.weight.isfinite().all()).unwrap());
+}
+
+#[test]
+fn the_default_is_stop_and_the_key_is_settable() {
+    let mut c = TrainConfig::default();
+    assert_eq!(c.train.on_nonfinite, NonFiniteAction::Stop);
+    c.set("train.on_nonfinite", "skip").unwrap();
+    assert_eq!(c.train.on_nonfinite, NonFiniteAction::Skip);
+    assert!(c.to_toml().contains("on_nonfinite = \"skip\""));
+    assert!(matches!(c.set("on_nonfinite", "ignore"), Err(TrainError::InvalidOverride { .. })));
+}
+
+#[test]
+fn a_model_on_another_device_is_one_error_naming_both() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (c, mut l) = setup(tmp.path(), Some(usize::MAX), NonFiniteAction::Stop);
+    let model = build_model(&c, 3, Device::Cpu).unwrap();
+    let err = guard::check_device(&model, Device::Cuda(0)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the model is on cpu but the batch is on cuda:0: move both to one device (train.device)"
+    );
+    guard::check_device(&model, Device::Cpu).unwrap();
+    let (e, _) = one_epoch(&c, &mut l, &model).unwrap();
+    assert_eq!(e.skipped_steps, 0);
+}
