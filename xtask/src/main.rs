@@ -1,5 +1,6 @@
 //! `cargo xtask`: project automation (set-up of libtorch, the test run CI uses).
 
+mod bench;
 mod demo;
 mod libtorch;
 mod pyref;
@@ -19,6 +20,8 @@ commands:
                           ARGS after `--` go to `cargo test`
   train-demo              setup, then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
+  bench [--quick]         setup, then Torchlight against PyTorch on each workload, interleaved;
+                          writes target/bench/report.json and docs/benchmarks.{md,png}
 ";
 
 fn main() {
@@ -37,7 +40,8 @@ fn run() -> Result<()> {
     let rest: Vec<String> = args.collect();
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");
-    if let Some(unknown) = flags.iter().find(|f| *f != "--cuda") {
+    let quick = flags.iter().any(|f| f == "--quick") && command == "bench";
+    if let Some(unknown) = flags.iter().find(|f| *f != "--cuda" && !(quick && *f == "--quick")) {
         bail!("unknown option `{unknown}` for `{command}`\n\n{USAGE}");
     }
     match command.as_str() {
@@ -50,6 +54,14 @@ fn run() -> Result<()> {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| root.join("target"));
             demo::train_demo(&root, &target, cargo)
+        }
+        "bench" => {
+            setup(cuda)?;
+            let root = workspace_root();
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"));
+            bench::bench(&root, &target, cargo, quick)
         }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

@@ -1,0 +1,193 @@
+"""The PyTorch side of `cargo xtask bench`: the same workloads as torchlight-bench's
+`workloads.rs`, served over the same line protocol.
+
+Reads `run <workload> <warmup> <reps>` lines on stdin and answers `ok <seconds>...` or
+`err <message>`; workloads are built on first use and kept.
+
+usage: python pytorch_bench.py --threads T --data DIR --scratch DIR
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+import torchvision
+from PIL import Image
+from torch.utils.data import DataLoader
+from torchvision import datasets, models, transforms
+
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+
+
+def pil_loader(path):
+    # torchvision's default loader for ImageFolder.
+    with open(path, "rb") as f:
+        img = Image.open(f)
+        return img.convert("RGB")
+
+
+class Decode:
+    def __init__(self, env):
+        self.paths = [p for p, _ in datasets.ImageFolder(env.data).samples]
+
+    def run(self):
+        n = 0
+        for p in self.paths:
+            n += len(pil_loader(p).tobytes())
+        return n
+
+
+class Pipeline:
+    def __init__(self, env, workers):
+        transform = transforms.Compose(
+            [
+                transforms.RandomResizedCrop(224),
+                transforms.RandomHorizontalFlip(),
+                transforms.ToTensor(),
+                transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+            ]
+        )
+        self.dataset = datasets.ImageFolder(env.data, transform=transform)
+        generator = torch.Generator().manual_seed(0)
+        self.loader = DataLoader(
+            self.dataset, batch_size=32, shuffle=True, num_workers=workers, generator=generator
+        )
+
+    def run(self):
+        seen = 0
+        for images, _targets in self.loader:
+            seen += images.shape[0]
+        assert seen == len(self.dataset), seen
+
+
+def inputs(batch, size):
+    torch.manual_seed(0)
+    return torch.randn(batch, 3, size, size), torch.randint(10, (batch,))
+
+
+def adamw(model, **kw):
+    return torch.optim.AdamW(model.parameters(), lr=1e-3, **kw)
+
+
+class TrainStep:
+    def __init__(self, model, batch, size):
+        self.model = model.train()
+        self.opt = adamw(model)
+        self.loss = torch.nn.CrossEntropyLoss()
+        self.x, self.y = inputs(batch, size)
+
+    def run(self):
+        self.opt.zero_grad()
+        loss = self.loss(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+
+
+def ones_grads(model):
+    sum(p.sum() for p in model.parameters()).backward()
+
+
+class AdamWStep:
+    def __init__(self, fused):
+        self.model = models.resnet34(num_classes=1000)
+        ones_grads(self.model)
+        self.opt = adamw(self.model, fused=fused)
+
+    def run(self):
+        self.opt.step()
+
+
+class Eval:
+    def __init__(self):
+        self.model = models.resnet34(num_classes=1000).eval()
+        self.x, _ = inputs(32, 224)
+
+    def run(self):
+        with torch.no_grad():
+            return self.model(self.x)
+
+
+class CheckpointIo:
+    def __init__(self, env):
+        self.model = models.resnet50(num_classes=1000)
+        ones_grads(self.model)
+        self.opt = adamw(self.model)
+        self.opt.step()
+        os.makedirs(env.scratch, exist_ok=True)
+        self.path = os.path.join(env.scratch, "pytorch_ckpt.pt")
+
+    def run(self):
+        torch.save({"model": self.model.state_dict(), "optimizer": self.opt.state_dict()}, self.path)
+        ckpt = torch.load(self.path)
+        self.model.load_state_dict(ckpt["model"])
+        self.opt.load_state_dict(ckpt["optimizer"])
+
+
+def build(name, env):
+    if name == "decode":
+        return Decode(env)
+    if name == "pipeline_w0":
+        return Pipeline(env, 0)
+    if name == "pipeline_w2":
+        return Pipeline(env, 2)
+    if name == "train_resnet18_64_b32":
+        return TrainStep(models.resnet18(num_classes=10), 32, 64)
+    if name == "train_resnet34_224_b8":
+        return TrainStep(models.resnet34(num_classes=10), 8, 224)
+    if name == "adamw_resnet34_vs_fused":
+        return AdamWStep(fused=True)
+    if name == "adamw_resnet34_vs_default":
+        return AdamWStep(fused=None)
+    if name == "eval_resnet34_224_b32":
+        return Eval()
+    if name == "checkpoint_resnet50":
+        return CheckpointIo(env)
+    raise ValueError(f"unknown workload `{name}`")
+
+
+def timed(workload, warmup, reps):
+    for _ in range(warmup):
+        workload.run()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        workload.run()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--scratch", required=True)
+    env = parser.parse_args()
+    torch.set_num_threads(env.threads)
+    built = {}
+    print(
+        f"ready threads={torch.get_num_threads()} torch={torch.__version__} "
+        f"torchvision={torchvision.__version__}",
+        flush=True,
+    )
+    for line in sys.stdin:
+        parts = line.split()
+        if parts == ["quit"]:
+            break
+        try:
+            if len(parts) != 4 or parts[0] != "run":
+                raise ValueError(f"bad request `{line.strip()}`")
+            name, warmup, reps = parts[1], int(parts[2]), int(parts[3])
+            if name not in built:
+                built[name] = build(name, env)
+            times = timed(built[name], warmup, reps)
+            reply = "ok " + " ".join(f"{t:.9f}" for t in times)
+        except Exception as e:  # noqa: BLE001 - every failure goes back to xtask as one line
+            reply = "err " + f"{type(e).__name__}: {e}".replace("\n", " ")
+        print(reply, flush=True)
+
+
+if __name__ == "__main__":
+    main()

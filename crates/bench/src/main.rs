@@ -1,0 +1,126 @@
+//! `torchlight-bench`: the Torchlight side of `cargo xtask bench`, and its report writer.
+//!
+//! - `serve --threads T --data DIR --scratch DIR`: reads `run <workload> <warmup> <reps>`
+//!   lines on stdin and answers each with `ok <seconds>...` (one time per repetition) or
+//!   `err <message>`; workloads are built on first use and kept, so later rounds time only the
+//!   work. `pytorch_bench.py` speaks the same protocol for PyTorch.
+//! - `gen-data --out DIR --count N`: the photo-like ImageFolder (cached).
+//! - `report --raw FILE --out-dir DIR [--docs DIR]`: statistics, table, JSON, Markdown, PNG.
+
+mod imagegen;
+mod report;
+mod stats;
+mod workloads;
+
+use anyhow::{bail, Context, Result};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn main() {
+    if let Err(err) = run() {
+        eprintln!("torchlight-bench: error: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+/// `--key value` options after the subcommand.
+fn options(args: &[String]) -> Result<HashMap<String, String>> {
+    let mut map = HashMap::new();
+    let mut it = args.iter();
+    while let Some(key) = it.next() {
+        let Some(name) = key.strip_prefix("--") else { bail!("unexpected argument `{key}`") };
+        let value = it.next().with_context(|| format!("`{key}` needs a value"))?;
+        map.insert(name.to_string(), value.clone());
+    }
+    Ok(map)
+}
+
+fn required<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str> {
+    opts.get(key).map(String::as_str).with_context(|| format!("missing `--{key}`"))
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((command, rest)) = args.split_first() else {
+        bail!("usage: torchlight-bench serve|gen-data|report [--key value]..");
+    };
+    let opts = options(rest)?;
+    match command.as_str() {
+        "serve" => serve(
+            required(&opts, "threads")?.parse().context("--threads")?,
+            workloads::Env {
+                data: PathBuf::from(required(&opts, "data")?),
+                scratch: PathBuf::from(required(&opts, "scratch")?),
+            },
+        ),
+        "gen-data" => imagegen::write_photo_folder(
+            &PathBuf::from(required(&opts, "out")?),
+            required(&opts, "count")?.parse().context("--count")?,
+            10,
+        ),
+        "report" => {
+            let raw = PathBuf::from(required(&opts, "raw")?);
+            let text = std::fs::read_to_string(&raw).with_context(|| format!("{}", raw.display()))?;
+            let report = report::parse_raw(&text)?;
+            let docs = opts.get("docs").map(PathBuf::from);
+            let table =
+                report::write_all(&report, &PathBuf::from(required(&opts, "out-dir")?), docs.as_deref())?;
+            print!("{table}");
+            Ok(())
+        }
+        other => bail!("unknown command `{other}`"),
+    }
+}
+
+/// Times `reps` repetitions of a workload after `warmup` untimed ones.
+fn time(workload: &mut dyn workloads::Workload, warmup: usize, reps: usize) -> Result<Vec<f64>> {
+    for _ in 0..warmup {
+        workload.run()?;
+    }
+    (0..reps)
+        .map(|_| {
+            let start = Instant::now();
+            workload.run()?;
+            Ok(start.elapsed().as_secs_f64())
+        })
+        .collect()
+}
+
+fn serve(threads: i32, env: workloads::Env) -> Result<()> {
+    tch::set_num_threads(threads);
+    let mut built: HashMap<String, Box<dyn workloads::Workload>> = HashMap::new();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "ready threads={}", tch::get_num_threads())?;
+    out.flush()?;
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let reply = match parts.as_slice() {
+            ["quit"] => break,
+            ["run", name, warmup, reps] => {
+                let result = (|| -> Result<Vec<f64>> {
+                    let (warmup, reps) = (warmup.parse()?, reps.parse()?);
+                    if !built.contains_key(*name) {
+                        built.insert(name.to_string(), workloads::build(name, &env)?);
+                    }
+                    let workload = built.get_mut(*name).expect("just built");
+                    time(workload.as_mut(), warmup, reps)
+                })();
+                match result {
+                    Ok(times) => {
+                        let times: Vec<String> = times.iter().map(|t| format!("{t:.9}")).collect();
+                        format!("ok {}", times.join(" "))
+                    }
+                    Err(e) => format!("err {}", format!("{e:#}").replace('\n', " ")),
+                }
+            }
+            _ => format!("err bad request `{line}`"),
+        };
+        writeln!(out, "{reply}")?;
+        out.flush()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,442 @@
+//! The bench report: statistics per workload from the raw timings `cargo xtask bench` records,
+//! printed as a table and written as `report.json`, `docs/benchmarks.md` and a bar chart of
+//! the ratios (`docs/benchmarks.png`).
+//!
+//! Raw format (`raw.tsv`, written by xtask): `#key=value` meta lines, then one line per
+//! workload: `name \t description \t torchlight seconds (space-separated) \t pytorch seconds`.
+
+use crate::stats::{summarize, Summary};
+use anyhow::{bail, Context, Result};
+use plotters::prelude::*;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+static FONT: &[u8] = include_bytes!("../../train/assets/DejaVuSans.ttf");
+const FAMILY: &str = "sans-serif";
+
+/// One side's statistics, in seconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct SideStats {
+    /// Median time.
+    pub median_s: f64,
+    /// Fastest repetition.
+    pub min_s: f64,
+    /// Slowest repetition.
+    pub max_s: f64,
+    /// First quartile.
+    pub q1_s: f64,
+    /// Third quartile.
+    pub q3_s: f64,
+    /// Repetitions measured (warm-up excluded).
+    pub reps: usize,
+    /// Every repetition, in run order.
+    pub times_s: Vec<f64>,
+}
+
+impl SideStats {
+    fn new(times: Vec<f64>, s: Summary) -> Self {
+        SideStats {
+            median_s: s.median,
+            min_s: s.min,
+            max_s: s.max,
+            q1_s: s.q1,
+            q3_s: s.q3,
+            reps: s.n,
+            times_s: times,
+        }
+    }
+}
+
+/// One workload's line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// Workload name (`train_resnet18_64_b32`, ...).
+    pub name: String,
+    /// What one repetition does.
+    pub description: String,
+    /// Median seconds per repetition, Torchlight.
+    pub torchlight_median_s: f64,
+    /// Median seconds per repetition, PyTorch.
+    pub pytorch_median_s: f64,
+    /// `torchlight_median_s / pytorch_median_s`: below 1 means Torchlight is faster.
+    pub ratio: f64,
+    /// The ratio issue 10 targets for this workload, if any.
+    pub target_ratio: Option<f64>,
+    /// Whether the measured ratio meets the target.
+    pub target_met: Option<bool>,
+    /// Torchlight's statistics.
+    pub torchlight: SideStats,
+    /// PyTorch's statistics.
+    pub pytorch: SideStats,
+}
+
+/// A parsed raw file: meta lines and entries.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// `#key=value` lines (threads, mode, image count, versions).
+    pub meta: BTreeMap<String, String>,
+    /// One entry per workload, in run order.
+    pub entries: Vec<Entry>,
+}
+
+/// The target ratio of issue 10 for a workload: input pipeline 2x PyTorch's throughput,
+/// training step and eval within 5%, optimizer step and checkpoint I/O no slower.
+pub fn target_ratio(name: &str) -> Option<f64> {
+    if name.starts_with("pipeline") {
+        Some(0.5)
+    } else if name.starts_with("train") || name.starts_with("eval") {
+        Some(1.05)
+    } else if name.starts_with("adamw") || name.starts_with("checkpoint") {
+        Some(1.0)
+    } else {
+        None
+    }
+}
+
+fn parse_times(field: &str, line: usize) -> Result<Vec<f64>> {
+    field
+        .split_whitespace()
+        .map(|t| t.parse::<f64>().with_context(|| format!("raw line {line}: bad time `{t}`")))
+        .collect()
+}
+
+/// Parses the raw timings; workloads where a side has no valid time are skipped with a note.
+pub fn parse_raw(text: &str) -> Result<Report> {
+    let mut report = Report::default();
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some(meta) = line.strip_prefix('#') {
+            if let Some((k, v)) = meta.split_once('=') {
+                report.meta.insert(k.trim().to_string(), v.trim().to_string());
+            }
+            continue;
+        }
+        let fields: Vec<&str> = line.split('\t').collect();
+        if fields.len() != 4 {
+            bail!("raw line {line_no}: expected 4 tab-separated fields, found {}", fields.len());
+        }
+        let (tl, pt) = (parse_times(fields[2], line_no)?, parse_times(fields[3], line_no)?);
+        let (Some(ts), Some(ps)) = (summarize(&tl), summarize(&pt)) else {
+            eprintln!("report: `{}` has no timings on one side; left out", fields[0]);
+            continue;
+        };
+        let ratio = ts.median / ps.median;
+        let target = target_ratio(fields[0]);
+        report.entries.push(Entry {
+            name: fields[0].to_string(),
+            description: fields[1].to_string(),
+            torchlight_median_s: ts.median,
+            pytorch_median_s: ps.median,
+            ratio,
+            target_ratio: target,
+            target_met: target.map(|t| ratio <= t),
+            torchlight: SideStats::new(tl, ts),
+            pytorch: SideStats::new(pt, ps),
+        });
+    }
+    Ok(report)
+}
+
+/// Seconds in a readable unit.
+pub fn fmt_time(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.2} ms", s * 1e3)
+    } else {
+        format!("{:.1} us", s * 1e6)
+    }
+}
+
+fn spread(s: &SideStats) -> String {
+    format!("{}-{}", fmt_time(s.min_s), fmt_time(s.max_s))
+}
+
+/// The table: workload, medians, ratio, spreads (min-max), target.
+pub fn table(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| workload | torchlight median | pytorch median | ratio TL/PT | torchlight min-max | pytorch min-max | target | met |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|:---:|");
+    for e in &report.entries {
+        let target = e.target_ratio.map(|t| format!("<= {t:.2}")).unwrap_or_else(|| "-".into());
+        let met = match e.target_met {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "-",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.3} | {} | {} | {} | {} |",
+            e.name,
+            fmt_time(e.torchlight_median_s),
+            fmt_time(e.pytorch_median_s),
+            e.ratio,
+            spread(&e.torchlight),
+            spread(&e.pytorch),
+            target,
+            met
+        );
+    }
+    out
+}
+
+/// How close each side's input pipeline comes to its decode-only ceiling (pipeline time /
+/// decode time; with 2 workers the ceiling is half the one-thread decode time).
+pub fn ceiling_lines(report: &Report) -> Vec<String> {
+    let find = |n: &str| report.entries.iter().find(|e| e.name == n);
+    let Some(decode) = find("decode") else { return Vec::new() };
+    let mut lines = Vec::new();
+    for (name, workers) in [("pipeline_w0", 1.0), ("pipeline_w2", 2.0)] {
+        if let Some(p) = find(name) {
+            lines.push(format!(
+                "- `{name}`: Torchlight {:.2}x its decode-only ceiling, PyTorch {:.2}x (target: Torchlight within 2x)",
+                p.torchlight_median_s / (decode.torchlight_median_s / workers),
+                p.pytorch_median_s / (decode.pytorch_median_s / workers),
+            ));
+        }
+    }
+    lines
+}
+
+/// `Model name` of the first CPU in /proc/cpuinfo and its logical CPU count.
+pub fn machine() -> (String, usize) {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = info
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    (model, cores)
+}
+
+/// The UTC date and time now, `YYYY-MM-DD HH:MM UTC`.
+pub fn utc_now() -> String {
+    let secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
+
+/// Howard Hinnant's days-since-1970 to (year, month, day).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `docs/benchmarks.md`: how it was made, the machine, the table, the chart, the ceiling lines.
+pub fn markdown(report: &Report, date: &str, cpu: &str, cores: usize) -> String {
+    let meta = |k: &str| report.meta.get(k).cloned().unwrap_or_else(|| "?".into());
+    let mut md = String::new();
+    let _ = writeln!(md, "# Benchmarks: Torchlight against PyTorch\n");
+    let _ = writeln!(
+        md,
+        "Generated by `cargo xtask bench{}` on {date}; do not edit by hand. Each workload runs \
+         in a Torchlight process and a PyTorch process that stay alive for the whole bench and \
+         take turns (rounds alternate which side goes first), on the same inputs and the same \
+         thread count; warm-up repetitions are excluded. The ratio is Torchlight's median over \
+         PyTorch's: below 1 means Torchlight is faster. Spreads are min-max over all repetitions.\n",
+        if meta("mode") == "quick" { " --quick" } else { "" }
+    );
+    let _ = writeln!(md, "- Machine: {cpu}, {cores} logical CPUs (shared machine: absolute times are noisy, ratios are the figures)");
+    let _ = writeln!(md, "- Threads: {} (`tch::set_num_threads` / `torch.set_num_threads`)", meta("threads"));
+    let _ = writeln!(
+        md,
+        "- Versions: libtorch {} through tch {}; PyTorch {}, torchvision {}",
+        meta("libtorch"),
+        meta("tch"),
+        meta("torch"),
+        meta("torchvision")
+    );
+    let _ = writeln!(md, "- Mode: {} ({} images, {} rounds)\n", meta("mode"), meta("images"), meta("rounds"));
+    md.push_str(&table(report));
+    md.push_str("\n![Torchlight/PyTorch time ratio per workload](benchmarks.png)\n\n");
+    md.push_str("## Workloads\n\n");
+    for e in &report.entries {
+        let _ = writeln!(md, "- `{}`: {}", e.name, e.description);
+    }
+    let ceiling = ceiling_lines(report);
+    if !ceiling.is_empty() {
+        md.push_str("\n## Input pipeline against the decode-only ceiling\n\n");
+        for line in ceiling {
+            let _ = writeln!(md, "{line}");
+        }
+    }
+    md
+}
+
+fn register_font() {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    REGISTER.call_once(|| {
+        if plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_err() {
+            panic!("the DejaVu Sans font compiled into torchlight-bench is a valid TrueType font");
+        }
+    });
+}
+
+/// Draws the ratio of each workload as a horizontal bar, with the parity line at 1 and each
+/// target marked; green where the target is met, orange where not, grey without a target.
+pub fn plot(report: &Report, path: &Path) -> Result<()> {
+    register_font();
+    let (w, h) = (1100u32, 120 + 46 * report.entries.len().max(1) as u32);
+    let mut buffer = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buffer, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+        draw(&root, report).map_err(|e| anyhow::anyhow!("plotting {}: {e}", path.display()))?;
+        root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let image = image::RgbImage::from_raw(w, h, buffer).expect("the buffer is w * h * 3 bytes");
+    image.save_with_format(path, image::ImageFormat::Png).with_context(|| format!("{}", path.display()))?;
+    Ok(())
+}
+
+type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn draw(root: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>, report: &Report) -> DrawResult {
+    let n = report.entries.len();
+    let max_ratio = report.entries.iter().map(|e| e.ratio).fold(1.2f64, f64::max);
+    let x_max = (max_ratio * 1.15).min(20.0);
+    let names: Vec<String> = report.entries.iter().map(|e| e.name.clone()).collect();
+    let mut chart = ChartBuilder::on(root)
+        .caption("Torchlight / PyTorch time (lower is better; 1 = parity)", (FAMILY, 24))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(250)
+        // `0..n - 1` segmented holds exactly `n` rows (segments `0..=n - 1`).
+        .build_cartesian_2d(0.0..x_max, (0..n.saturating_sub(1)).into_segmented())?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .x_desc("time ratio Torchlight / PyTorch (median)")
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) if *i < n => names[n - 1 - *i].clone(),
+            _ => String::new(),
+        })
+        .y_labels(n.max(1))
+        .axis_desc_style((FAMILY, 17))
+        .label_style((FAMILY, 15))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for (i, e) in report.entries.iter().enumerate() {
+        // The first workload at the top.
+        let row = n - 1 - i;
+        let colour = match e.target_met {
+            Some(true) => RGBColor(44, 160, 44),
+            Some(false) => RGBColor(255, 127, 14),
+            None => RGBColor(150, 150, 150),
+        };
+        let bar = e.ratio.min(x_max);
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, SegmentValue::Exact(row)), (bar, SegmentValue::Exact(row + 1))],
+            colour.filled(),
+        )))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{:.2}", e.ratio),
+            (bar + x_max * 0.01, SegmentValue::CenterOf(row)),
+            (FAMILY, 15).into_font().color(&BLACK),
+        )))?;
+        if let Some(t) = e.target_ratio {
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(t, SegmentValue::Exact(row)), (t, SegmentValue::Exact(row + 1))],
+                BLACK.stroke_width(2),
+            )))?;
+        }
+    }
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(1.0, SegmentValue::Exact(0)), (1.0, SegmentValue::Exact(n))],
+        RGBColor(200, 0, 0).stroke_width(1),
+    )))?;
+    Ok(())
+}
+
+/// Writes `report.json` into `out_dir` and, when `docs` is given, `benchmarks.md` and
+/// `benchmarks.png` into it; returns the table for the terminal.
+pub fn write_all(report: &Report, out_dir: &Path, docs: Option<&Path>) -> Result<String> {
+    std::fs::create_dir_all(out_dir).with_context(|| format!("{}", out_dir.display()))?;
+    let json = serde_json::to_string_pretty(&report.entries)?;
+    std::fs::write(out_dir.join("report.json"), json + "\n")?;
+    if let Some(docs) = docs {
+        std::fs::create_dir_all(docs)?;
+        let (cpu, cores) = machine();
+        std::fs::write(docs.join("benchmarks.md"), markdown(report, &utc_now(), &cpu, cores))?;
+        plot(report, &docs.join("benchmarks.png"))?;
+    }
+    let mut text = table(report);
+    for line in ceiling_lines(report) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RAW: &str = "#threads=2\n#mode=quick\n\
+        train_resnet18_64_b32\tone step\t0.10 0.12 0.11\t0.10 0.10 0.10\n\
+        decode\tdecode all\t1.0 1.0\t2.0 2.0\n\
+        pipeline_w0\tone epoch\t1.5 1.5\t4.0 4.0\n\
+        empty\tno pytorch\t1.0\t\n";
+
+    #[test]
+    fn raw_is_parsed_into_ratios_and_targets() {
+        let r = parse_raw(RAW).unwrap();
+        assert_eq!(r.meta["threads"], "2");
+        assert_eq!(r.entries.len(), 3, "the workload without PyTorch timings is left out");
+        let e = &r.entries[0];
+        assert!((e.torchlight_median_s - 0.11).abs() < 1e-12);
+        assert!((e.ratio - 1.1).abs() < 1e-9);
+        assert_eq!((e.target_ratio, e.target_met), (Some(1.05), Some(false)));
+        assert_eq!(r.entries[1].target_ratio, None);
+        assert_eq!(r.entries[2].target_met, Some(true));
+        assert!(parse_raw("a\tb\tc\n").is_err());
+        assert!(parse_raw("a\tb\tx\t1\n").is_err());
+    }
+
+    #[test]
+    fn writer_emits_json_markdown_and_png() {
+        let r = parse_raw(RAW).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let docs = dir.path().join("docs");
+        let text = write_all(&r, dir.path(), Some(&docs)).unwrap();
+        assert!(text.contains("| train_resnet18_64_b32 |"));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+        let first = &json[0];
+        for key in ["name", "torchlight_median_s", "pytorch_median_s", "ratio"] {
+            assert!(first.get(key).is_some(), "report.json lacks {key}");
+        }
+        let md = std::fs::read_to_string(docs.join("benchmarks.md")).unwrap();
+        assert!(md.contains("benchmarks.png") && md.contains("logical CPUs"));
+        assert!(md.contains("decode-only ceiling"));
+        let png = image::open(docs.join("benchmarks.png")).unwrap();
+        assert!(png.width() > 100);
+    }
+
+    #[test]
+    fn dates_and_units() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_513), (2026, 3, 1));
+        assert_eq!(fmt_time(1.5), "1.500 s");
+        assert_eq!(fmt_time(0.0123), "12.30 ms");
+    }
+}

@@ -1,0 +1,219 @@
+//! The Torchlight side of each workload, built once and then run on request; each mirrors a
+//! function of the same name in `pytorch_bench.py`.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use tch::{Kind, Tensor};
+use torchlight_checkpoint::{Checkpoint, Snapshot};
+use torchlight_data::DataLoader;
+use torchlight_nn::{named_parameters, resnet18, resnet34, resnet50, CrossEntropyLoss, ModuleT, ResNet};
+use torchlight_optim::{AdamConfig, AdamW, Optimizer, ParamGroup};
+use torchlight_vision::{
+    decode_file, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToTensor,
+    IMAGENET_MEAN, IMAGENET_STD,
+};
+
+/// One workload: built once (models, data, optimizer state), then timed by [`Workload::run`].
+pub trait Workload {
+    /// One timed repetition.
+    fn run(&mut self) -> Result<()>;
+}
+
+/// Where a workload finds its inputs and scratch space.
+pub struct Env {
+    /// The generated ImageFolder.
+    pub data: PathBuf,
+    /// Scratch folder for checkpoint files.
+    pub scratch: PathBuf,
+}
+
+/// Builds the workload called `name` (the names `cargo xtask bench` uses).
+pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
+    Ok(match name {
+        "decode" => Box::new(Decode::new(&env.data)?),
+        "pipeline_w0" => Box::new(Pipeline::new(&env.data, 0)?),
+        "pipeline_w2" => Box::new(Pipeline::new(&env.data, 2)?),
+        "train_resnet18_64_b32" => Box::new(TrainStep::new(resnet18(10), 32, 64)?),
+        "train_resnet34_224_b8" => Box::new(TrainStep::new(resnet34(10), 8, 224)?),
+        "adamw_resnet34_vs_fused" | "adamw_resnet34_vs_default" => Box::new(AdamWStep::new()?),
+        "eval_resnet34_224_b32" => Box::new(Eval::new()?),
+        "checkpoint_resnet50" => Box::new(CheckpointIo::new(&env.scratch)?),
+        other => bail!("unknown workload `{other}`"),
+    })
+}
+
+/// Decode-only: every image of the folder to RGB `u8`, on one thread.
+struct Decode {
+    paths: Vec<PathBuf>,
+}
+
+impl Decode {
+    fn new(data: &Path) -> Result<Self> {
+        let folder = ImageFolder::new(data)?;
+        Ok(Decode { paths: folder.samples().iter().map(|(p, _)| p.clone()).collect() })
+    }
+}
+
+impl Workload for Decode {
+    fn run(&mut self) -> Result<()> {
+        let mut pixels = 0usize;
+        for path in &self.paths {
+            pixels += decode_file(path)?.pixels().len();
+        }
+        std::hint::black_box(pixels);
+        Ok(())
+    }
+}
+
+/// One epoch of the torchvision training pipeline through the DataLoader, batch 32, shuffled.
+struct Pipeline {
+    loader: DataLoader<ImageFolder>,
+    epoch: u64,
+}
+
+impl Pipeline {
+    fn new(data: &Path, workers: usize) -> Result<Self> {
+        let transform = Compose::default()
+            .then(RandomResizedCrop::new(224))
+            .then(RandomHorizontalFlip::default())
+            .then(ToTensor)
+            .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD));
+        let dataset = ImageFolder::new(data)?.with_transform(transform);
+        let loader =
+            DataLoader::builder(dataset).batch_size(32).shuffle(true).num_workers(workers).seed(0).build()?;
+        Ok(Pipeline { loader, epoch: 0 })
+    }
+}
+
+impl Workload for Pipeline {
+    fn run(&mut self) -> Result<()> {
+        self.epoch += 1;
+        let mut seen = 0;
+        for batch in self.loader.epoch(self.epoch) {
+            let (images, _targets) = batch?;
+            seen += images.size()[0];
+        }
+        if seen as usize != self.loader.dataset().samples().len() {
+            bail!("the epoch yielded {seen} images");
+        }
+        Ok(())
+    }
+}
+
+/// Deterministic inputs for a model workload.
+fn inputs(batch: i64, size: i64) -> (Tensor, Tensor) {
+    tch::manual_seed(0);
+    let x = Tensor::randn([batch, 3, size, size], (Kind::Float, tch::Device::Cpu));
+    let y = Tensor::randint(10, [batch], (Kind::Int64, tch::Device::Cpu));
+    (x, y)
+}
+
+fn adamw(model: &ResNet) -> Result<AdamW> {
+    Ok(AdamW::new(vec![ParamGroup::new(named_parameters(model), AdamConfig::adamw().with_lr(1e-3))])?)
+}
+
+/// Forward + cross-entropy + backward + AdamW step, train mode.
+struct TrainStep {
+    model: ResNet,
+    optimizer: AdamW,
+    loss: CrossEntropyLoss,
+    x: Tensor,
+    y: Tensor,
+}
+
+impl TrainStep {
+    fn new(model: ResNet, batch: i64, size: i64) -> Result<Self> {
+        let optimizer = adamw(&model)?;
+        let (x, y) = inputs(batch, size);
+        Ok(TrainStep { model, optimizer, loss: CrossEntropyLoss::new(), x, y })
+    }
+}
+
+impl Workload for TrainStep {
+    fn run(&mut self) -> Result<()> {
+        self.optimizer.zero_grad()?;
+        let logits = self.model.forward_t(&self.x, true);
+        let loss = self.loss.forward(&logits, &self.y)?;
+        loss.backward();
+        self.optimizer.step()?;
+        Ok(())
+    }
+}
+
+/// Gives every parameter a gradient (all ones) without a forward pass.
+fn ones_grads(model: &ResNet) {
+    let params = named_parameters(model);
+    let total = params.iter().map(|(_, p)| p.sum(Kind::Float)).reduce(|a, b| a + b).expect("parameters");
+    total.backward();
+}
+
+/// The AdamW step alone over resnet34's parameters (gradients fixed).
+struct AdamWStep {
+    _model: ResNet,
+    optimizer: AdamW,
+}
+
+impl AdamWStep {
+    fn new() -> Result<Self> {
+        let model = resnet34(1000);
+        ones_grads(&model);
+        let optimizer = adamw(&model)?;
+        Ok(AdamWStep { _model: model, optimizer })
+    }
+}
+
+impl Workload for AdamWStep {
+    fn run(&mut self) -> Result<()> {
+        Ok(self.optimizer.step()?)
+    }
+}
+
+/// resnet34 eval forward, 224x224, batch 32, under no-grad.
+struct Eval {
+    model: ResNet,
+    x: Tensor,
+}
+
+impl Eval {
+    fn new() -> Result<Self> {
+        Ok(Eval { model: resnet34(1000), x: inputs(32, 224).0 })
+    }
+}
+
+impl Workload for Eval {
+    fn run(&mut self) -> Result<()> {
+        let _guard = torchlight_tensor::no_grad();
+        let _ = std::hint::black_box(self.model.forward_t(&self.x, false));
+        Ok(())
+    }
+}
+
+/// Save + load + restore of resnet50 with AdamW state (one step taken, so moments exist).
+struct CheckpointIo {
+    model: ResNet,
+    optimizer: AdamW,
+    dir: PathBuf,
+}
+
+impl CheckpointIo {
+    fn new(scratch: &Path) -> Result<Self> {
+        let model = resnet50(1000);
+        ones_grads(&model);
+        let mut optimizer = adamw(&model)?;
+        optimizer.step()?;
+        std::fs::create_dir_all(scratch).with_context(|| format!("{}", scratch.display()))?;
+        Ok(CheckpointIo { model, optimizer, dir: scratch.join("torchlight_ckpt") })
+    }
+}
+
+impl Workload for CheckpointIo {
+    fn run(&mut self) -> Result<()> {
+        let mut snapshot = Snapshot::model(&self.model);
+        snapshot.optimizer = Some(&self.optimizer);
+        torchlight_checkpoint::save(&self.dir, &snapshot)?;
+        let checkpoint = Checkpoint::load(&self.dir)?;
+        checkpoint.restore_model(&self.model)?;
+        checkpoint.restore_optimizer(&mut self.optimizer)?;
+        Ok(())
+    }
+}

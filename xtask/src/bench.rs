@@ -1,0 +1,261 @@
+//! `cargo xtask bench [--quick]`: Torchlight against PyTorch, side by side in one run.
+//!
+//! Builds `torchlight-bench` (release), generates the photo-like ImageFolder once (cached under
+//! `target/bench/data`), starts a Torchlight server (`torchlight-bench serve`) and a PyTorch
+//! server (`crates/bench/pytorch_bench.py` under `.pyref`) with the same thread count, and
+//! alternates them on each workload: every round sends the same request to both, the side that
+//! goes first swapping each round, so load from other jobs on a shared machine falls on both.
+//! The raw timings go to `target/bench/raw.tsv`; `torchlight-bench report` turns them into
+//! the table, `target/bench/report.json`, `docs/benchmarks.md` and `docs/benchmarks.png`.
+
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+/// One workload: its name (shared by both sides), what a repetition does, and whether it is
+/// heavy (seconds per repetition: fewer repetitions per round).
+struct Workload {
+    name: &'static str,
+    description: &'static str,
+    heavy: bool,
+}
+
+const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "decode",
+        description: "decode-only: every JPEG of the set to RGB u8 on one thread (`decode_file` vs PIL `open().convert(\"RGB\")`)",
+        heavy: true,
+    },
+    Workload {
+        name: "pipeline_w0",
+        description: "one epoch: ImageFolder + RandomResizedCrop(224) + hflip + ToTensor + Normalize, batch 32, shuffled, DataLoader num_workers=0 (vs torchvision + torch DataLoader). Caveat: with `torch.set_num_threads(2)` PyTorch's epochs after the first ran ~20x slower on the shared 2-core bench machine than with 1 thread (0.7 s per 256 images), so this ratio mostly measures that pathology; against PyTorch at 1 thread Torchlight is about at parity",
+        heavy: true,
+    },
+    Workload {
+        name: "pipeline_w2",
+        description: "the same epoch with num_workers=2 (PyTorch: worker processes started each epoch, its default)",
+        heavy: true,
+    },
+    Workload {
+        name: "train_resnet18_64_b32",
+        description: "training step, resnet18 (10 classes), 64x64, batch 32: zero_grad, forward, cross-entropy, backward, AdamW step (vs PyTorch eager, default AdamW)",
+        heavy: false,
+    },
+    Workload {
+        name: "train_resnet34_224_b8",
+        description: "training step, resnet34 (10 classes), 224x224, batch 8, as above",
+        heavy: true,
+    },
+    Workload {
+        name: "adamw_resnet34_vs_fused",
+        description: "AdamW step alone over resnet34's 21.8M parameters (Torchlight default, fused) vs `torch.optim.AdamW(fused=True)`",
+        heavy: false,
+    },
+    Workload {
+        name: "adamw_resnet34_vs_default",
+        description: "the same Torchlight step vs `torch.optim.AdamW` in its default mode (on CPU: the for-loop implementation)",
+        heavy: false,
+    },
+    Workload {
+        name: "eval_resnet34_224_b32",
+        description: "eval forward, resnet34 (1000 classes), 224x224, batch 32, under no-grad",
+        heavy: true,
+    },
+    Workload {
+        name: "checkpoint_resnet50",
+        description: "save + load + restore of resnet50 with AdamW state: `torchlight_checkpoint::save` (atomic, fsynced, checksummed) + `Checkpoint::load` + `restore_model` + `restore_optimizer` vs `torch.save` + `torch.load` + `load_state_dict` (model and optimizer)",
+        heavy: true,
+    },
+];
+
+/// How much to measure.
+struct Plan {
+    images: usize,
+    rounds: usize,
+    heavy_reps: usize,
+    light_reps: usize,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Plan { images: 256, rounds: 2, heavy_reps: 1, light_reps: 3 }
+        } else {
+            Plan { images: 1000, rounds: 4, heavy_reps: 1, light_reps: 4 }
+        }
+    }
+}
+
+/// A workload server (either side) speaking the `run <name> <warmup> <reps>` protocol.
+struct Server {
+    label: &'static str,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    /// The server's `ready ...` line.
+    banner: String,
+}
+
+impl Server {
+    fn start(label: &'static str, mut cmd: Command) -> Result<Self> {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("could not start the {label} server: {cmd:?}"))?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut server = Server { label, child, stdin, stdout, banner: String::new() };
+        server.banner = server.read_line()?;
+        if !server.banner.starts_with("ready") {
+            bail!("the {label} server said `{}` instead of `ready`", server.banner);
+        }
+        Ok(server)
+    }
+
+    fn read_line(&mut self) -> Result<String> {
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line)? == 0 {
+            bail!("the {} server exited", self.label);
+        }
+        Ok(line.trim_end().to_string())
+    }
+
+    /// Runs a workload; `Err` for a failure of that workload, which the bench reports and
+    /// survives.
+    fn run(&mut self, name: &str, warmup: usize, reps: usize) -> Result<Vec<f64>> {
+        writeln!(self.stdin, "run {name} {warmup} {reps}")?;
+        self.stdin.flush()?;
+        let line = self.read_line()?;
+        match line.split_once(' ').unwrap_or((line.as_str(), "")) {
+            ("ok", times) => times.split_whitespace().map(|t| Ok(t.parse::<f64>()?)).collect(),
+            ("err", message) => bail!("{} failed on {name}: {message}", self.label),
+            _ => bail!("{} answered `{line}`", self.label),
+        }
+    }
+
+    fn banner_value(&self, key: &str) -> Option<&str> {
+        self.banner.split_whitespace().find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+    }
+
+    fn finish(mut self) {
+        let _ = writeln!(self.stdin, "quit");
+        drop(self.stdin);
+        let _ = self.child.wait();
+    }
+}
+
+fn check(status: std::process::ExitStatus, what: &str) -> Result<()> {
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Runs the bench; `target_dir` is cargo's target folder (the binary and `target/bench`).
+pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, quick: bool) -> Result<()> {
+    let plan = Plan::new(quick);
+    eprintln!("xtask: building torchlight-bench (release)");
+    let status = cargo().current_dir(root).args(["build", "--release", "-p", "torchlight-bench"]).status()?;
+    check(status, "cargo build -p torchlight-bench")?;
+    let bin = target_dir.join("release/torchlight-bench");
+    let out = target_dir.join("bench");
+    let data = out.join(format!("data/photos_{}", plan.images));
+    let scratch = out.join("scratch");
+    std::fs::create_dir_all(&scratch)?;
+    eprintln!("xtask: photo-like ImageFolder of {} JPEGs at {}", plan.images, data.display());
+    let status = Command::new(&bin)
+        .args(["gen-data", "--out"])
+        .arg(&data)
+        .args(["--count", &plan.images.to_string()])
+        .status()
+        .with_context(|| format!("could not run {}", bin.display()))?;
+    check(status, "generating the image set")?;
+
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).to_string();
+    let mut tl_cmd = Command::new(&bin);
+    tl_cmd.args(["serve", "--threads", &threads, "--data"]).arg(&data).arg("--scratch").arg(&scratch);
+    let python = root.join(".pyref/bin/python");
+    let mut pt_cmd = Command::new(&python);
+    pt_cmd
+        .arg(root.join("crates/bench/pytorch_bench.py"))
+        .args(["--threads", &threads, "--data"])
+        .arg(&data)
+        .arg("--scratch")
+        .arg(&scratch)
+        // The same intra-op pool size for both sides; nothing else decides it. `cargo run`
+        // puts libtorch and the target folder on LD_LIBRARY_PATH, which is not Python's.
+        .env_remove("OMP_NUM_THREADS")
+        .env_remove("MKL_NUM_THREADS")
+        .env_remove("LD_LIBRARY_PATH");
+    let mut servers = [Server::start("torchlight", tl_cmd)?, Server::start("pytorch", pt_cmd)?];
+    eprintln!("xtask: {} | {}", servers[0].banner, servers[1].banner);
+
+    let mut raw = String::new();
+    raw.push_str(&format!("#threads={threads}\n#mode={}\n", if quick { "quick" } else { "full" }));
+    raw.push_str(&format!(
+        "#images={}\n#rounds={}\n#libtorch=2.11.0\n#tch=0.24.0\n",
+        plan.images, plan.rounds
+    ));
+    for key in ["torch", "torchvision"] {
+        raw.push_str(&format!("#{key}={}\n", servers[1].banner_value(key).unwrap_or("?")));
+    }
+    for w in WORKLOADS {
+        let reps = if w.heavy { plan.heavy_reps } else { plan.light_reps };
+        let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        let mut failed = [false, false];
+        for round in 0..plan.rounds {
+            // Round 0 warms up; the side that goes first alternates.
+            let warmup = if round == 0 { 1 } else { 0 };
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for side in order {
+                if failed[side] {
+                    continue;
+                }
+                match servers[side].run(w.name, warmup, reps) {
+                    Ok(t) => times[side].extend(t),
+                    Err(e) => {
+                        eprintln!("xtask: {e:#}");
+                        failed[side] = true;
+                        times[side].clear();
+                    }
+                }
+            }
+        }
+        let median = |t: &[f64]| {
+            let mut s = t.to_vec();
+            s.sort_by(f64::total_cmp);
+            s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        eprintln!(
+            "xtask: {:<28} torchlight {:>9.4} s  pytorch {:>9.4} s",
+            w.name,
+            median(&times[0]),
+            median(&times[1])
+        );
+        let join = |t: &[f64]| t.iter().map(|x| format!("{x:.9}")).collect::<Vec<_>>().join(" ");
+        raw.push_str(&format!("{}\t{}\t{}\t{}\n", w.name, w.description, join(&times[0]), join(&times[1])));
+    }
+    for server in servers {
+        server.finish();
+    }
+    let raw_path = out.join("raw.tsv");
+    std::fs::write(&raw_path, raw)?;
+    let status = Command::new(&bin)
+        .args(["report", "--raw"])
+        .arg(&raw_path)
+        .arg("--out-dir")
+        .arg(&out)
+        .arg("--docs")
+        .arg(root.join("docs"))
+        .status()?;
+    check(status, "writing the report")?;
+    eprintln!(
+        "xtask: wrote {}, {} and {}",
+        out.join("report.json").display(),
+        root.join("docs/benchmarks.md").display(),
+        root.join("docs/benchmarks.png").display()
+    );
+    Ok(())
+}
