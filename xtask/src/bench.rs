@@ -29,7 +29,7 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "pipeline_w0",
-        description: "one epoch: ImageFolder + RandomResizedCrop(224) + hflip + ToTensor + Normalize, batch 32, shuffled, DataLoader num_workers=0 (vs torchvision + torch DataLoader). Caveat: with `torch.set_num_threads(2)` PyTorch's epochs after the first ran ~20x slower on the shared 2-core bench machine than with 1 thread (0.7 s per 256 images), so this ratio mostly measures that pathology; against PyTorch at 1 thread Torchlight is about at parity",
+        description: "one epoch: ImageFolder + RandomResizedCrop(224) + hflip + ToTensor + Normalize, batch 32, shuffled, DataLoader num_workers=0 (vs torchvision + torch DataLoader). Caveat: while other jobs loaded the 2-core machine, PyTorch's epochs at 2 threads were seen to run up to ~20x slower than at 1 thread, which made quick-run ratios of this workload meaningless; on a quiet machine no such effect shows",
         heavy: true,
     },
     Workload {
