@@ -2,6 +2,7 @@
 // allocation, determinism switches, the fused optimizer kernels and clearing a gradient.
 // See shim.h for the contract.
 #include "shim.h"
+#include "guard.h"
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
@@ -12,22 +13,7 @@
 
 namespace {
 
-thread_local std::string last_error;
-
-// Runs f, turning any C++ exception into a non-zero return and a stored message.
-template <typename F> int guarded(F &&f) {
-  try {
-    f();
-    return 0;
-  } catch (const c10::Error &e) {
-    last_error = e.what_without_backtrace();
-  } catch (const std::exception &e) {
-    last_error = e.what();
-  } catch (...) {
-    last_error = "unknown C++ exception from libtorch";
-  }
-  return 1;
-}
+using tl::guarded;
 
 at::Tensor &deref(tl_tensor t) { return *static_cast<at::Tensor *>(t); }
 
@@ -51,7 +37,8 @@ std::optional<at::Tensor> optional_of(tl_tensor t) {
 
 extern "C" {
 
-const char *tl_last_error(void) { return last_error.c_str(); }
+// The last error of any shim entry point (shim.cpp, trace.cpp, generator.cpp) on this thread.
+const char *tl_last_error(void) { return tl::last_error().c_str(); }
 
 int tl_autocast_enter(int device_type, int dtype, bool enabled, bool cache_enabled,
                       tl_autocast_prev *prev) {

@@ -57,8 +57,6 @@ extern "C" {
 
 typedef void *(*tl_forward_fn)(void *ctx, void *input);
 
-// The last error of the guard-based entry points (trace.cpp, generator.cpp) on this thread.
-const char *tl_guard_last_error(void) { return tl::last_error().c_str(); }
 
 // Builds a module holding `n` named tensors (dotted state_dict keys become submodules), traces
 // `forward(ctx, example)` against it and saves the result to `path`. `forward` returns a new

@@ -6,7 +6,8 @@
 //! Python's `torch.jit.load` and tch's `CModule::load` both read.
 
 use crate::error::{Result, TensorError};
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use crate::ffi;
+use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use tch::Tensor;
@@ -14,7 +15,6 @@ use tch::Tensor;
 type ForwardFn = unsafe extern "C" fn(ctx: *mut c_void, input: *mut c_void) -> *mut c_void;
 
 extern "C" {
-    fn tl_guard_last_error() -> *const c_char;
     fn tl_jit_trace_save(
         names: *const *const c_char,
         tensors: *const *mut c_void,
@@ -102,14 +102,10 @@ pub fn trace_and_save(
             c_path.as_ptr(),
         )
     };
-    if rc == 0 {
-        return Ok(());
-    }
-    // SAFETY: a thread-local NUL-terminated message, copied out at once.
-    let message = unsafe { CStr::from_ptr(tl_guard_last_error()) }.to_string_lossy().into_owned();
-    let message = match ctx.panic {
-        Some(p) => format!("{message}: {p}"),
-        None => message,
-    };
-    Err(TensorError::Torch { op: "trace", message })
+    ffi::check("trace", rc).map_err(|err| match (err, ctx.panic) {
+        (TensorError::Torch { op, message }, Some(p)) => {
+            TensorError::Torch { op, message: format!("{message}: {p}") }
+        }
+        (err, _) => err,
+    })
 }

@@ -2,36 +2,29 @@
 //! `torch.cuda.get_rng_state_all()`), so a resumed run draws the same numbers.
 
 use crate::cuda::cuda_status;
-use crate::error::{Result, TensorError};
-use std::ffi::{c_char, c_int, c_void, CStr};
+use crate::error::Result;
+use crate::ffi;
+use std::ffi::{c_int, c_void};
 use tch::Tensor;
 
 extern "C" {
-    fn tl_guard_last_error() -> *const c_char;
     fn tl_rng_get_state(device_type: c_int, index: c_int, out: *mut *mut c_void) -> c_int;
     fn tl_rng_set_state(device_type: c_int, index: c_int, state: *mut c_void) -> c_int;
-}
-
-fn check(op: &'static str, rc: c_int) -> Result<()> {
-    if rc == 0 {
-        return Ok(());
-    }
-    // SAFETY: a thread-local NUL-terminated message, copied out at once.
-    let message = unsafe { CStr::from_ptr(tl_guard_last_error()) }.to_string_lossy().into_owned();
-    Err(TensorError::Torch { op, message })
 }
 
 fn get(device_type: c_int, index: c_int) -> Result<Tensor> {
     let mut raw: *mut c_void = std::ptr::null_mut();
     // SAFETY: raw is a valid out-pointer; on success it holds a new at::Tensor we now own.
-    check("get_rng_state", unsafe { tl_rng_get_state(device_type, index, &mut raw) })?;
+    ffi::check("get_rng_state", unsafe { tl_rng_get_state(device_type, index, &mut raw) })?;
     // SAFETY: as above.
     Ok(unsafe { Tensor::from_ptr(raw as *mut torch_sys::C_tensor) })
 }
 
 fn set(device_type: c_int, index: c_int, state: &Tensor) -> Result<()> {
     // SAFETY: state is a live at::Tensor borrowed for the call; the generator copies it.
-    check("set_rng_state", unsafe { tl_rng_set_state(device_type, index, state.as_ptr() as *mut c_void) })
+    ffi::check("set_rng_state", unsafe {
+        tl_rng_set_state(device_type, index, state.as_ptr() as *mut c_void)
+    })
 }
 
 /// The random state of torch's generators: the CPU one and one per visible CUDA device.

@@ -347,26 +347,32 @@ impl ModelCard {
 /// run in `resume` from its `last` checkpoint (with that run's config).
 pub fn fit(config: TrainConfig, resume: Option<&Path>, progress: &Progress) -> Result<RunSummary> {
     let started = Instant::now();
-    let (config, run, checkpoint) = match resume {
+    let (config, existing) = match resume {
         Some(dir) => {
             let run = RunDir::open(dir)?;
-            let config = TrainConfig::from_toml_file(run.config_path())?;
-            let checkpoint = Checkpoint::load(run.checkpoints_dir()?.join("last"))?;
-            (config, run, Some(checkpoint))
+            (TrainConfig::from_toml_file(run.config_path())?, Some(run))
         }
         None => {
             config.validate()?;
-            // Bad data is reported before a run folder exists, so a failed start leaves nothing.
-            open_splits(&config)?;
+            (config, None)
+        }
+    };
+    // Bad data is reported before a run folder exists, so a failed start leaves nothing.
+    let splits = open_splits(&config)?;
+    let (run, checkpoint) = match existing {
+        Some(run) => {
+            let checkpoint = Checkpoint::load(run.checkpoints_dir()?.join("last"))?;
+            (run, Some(checkpoint))
+        }
+        None => {
             let run = RunDir::create_next(&config.train.out_dir)?;
             config.write_toml_file(run.config_path())?;
-            (config, run, None)
+            (run, None)
         }
     };
     let t = &config.train;
     seed_everything(t.seed);
     let device = t.device.parse::<DeviceSpec>()?.resolve()?;
-    let splits = open_splits(&config)?;
     let classes = splits.classes.clone();
     let num_classes = config.model.num_classes.unwrap_or(classes.len());
     if num_classes != classes.len() {
