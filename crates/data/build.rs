@@ -1,6 +1,6 @@
-//! Links this crate's tests with an rpath to the libtorch torchlight-tensor uses.
+//! With the `tch` feature, bakes libtorch's lib folder into this crate's tests as an rpath;
+//! without it the crate needs no libtorch at all.
 fn main() {
-    let lib = std::env::var("DEP_TORCHLIGHT_SHIM_LIBTORCH_LIB")
-        .expect("torchlight-tensor reports its libtorch lib dir");
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+    #[cfg(feature = "tch")]
+    torchlight_build::link_libtorch();
 }

@@ -1,6 +1,4 @@
-//! Links this crate's tests with an rpath to the libtorch torchlight-tensor uses.
+//! Bakes libtorch's lib folder into this crate's tests and binaries as an rpath.
 fn main() {
-    let lib = std::env::var("DEP_TORCHLIGHT_SHIM_LIBTORCH_LIB")
-        .expect("torchlight-tensor reports its libtorch lib dir");
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+    torchlight_build::link_libtorch();
 }

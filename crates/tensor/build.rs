@@ -1,9 +1,9 @@
 //! Builds the C++ shim (`csrc/shim.cpp`) against the libtorch torch-sys found, and passes
-//! that libtorch's lib dir on: as an rpath for this crate's tests and, through `links`, as
-//! `DEP_TORCHLIGHT_SHIM_LIBTORCH_LIB` to every crate that depends on this one.
+//! that libtorch's lib dir on: as an rpath for this crate's tests (through torchlight-build)
+//! and, through `links`, as `DEP_TORCHLIGHT_SHIM_LIBTORCH_LIB` to every crate that depends on
+//! this one.
 
 use std::env;
-use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
@@ -11,11 +11,9 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/trace.cpp");
     println!("cargo:rerun-if-changed=csrc/generator.cpp");
     println!("cargo:rerun-if-changed=csrc/guard.h");
-    let lib = PathBuf::from(
-        env::var("DEP_TCH_LIBTORCH_LIB")
-            .expect("torch-sys did not report its libtorch lib dir (DEP_TCH_LIBTORCH_LIB)"),
-    );
-    let libtorch = lib.parent().expect("libtorch lib dir has a parent").to_path_buf();
+    // torch-sys reports the lib dir it linked (DEP_TCH_LIBTORCH_LIB), which this finds first.
+    let libtorch = torchlight_build::link_libtorch();
+    let (lib, root) = (&libtorch.lib_dir, libtorch.root());
     let abi = env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".to_string());
     println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
 
@@ -23,8 +21,8 @@ fn main() {
         .cpp(true)
         .pic(true)
         .std("c++17")
-        .include(libtorch.join("include"))
-        .include(libtorch.join("include/torch/csrc/api/include"))
+        .include(root.join("include"))
+        .include(root.join("include/torch/csrc/api/include"))
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .define("GLOG_USE_GLOG_EXPORT", None)
         // libtorch's headers are not warning-clean under -Wall; ours are checked by review.
@@ -37,7 +35,5 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");
-
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     println!("cargo:libtorch_lib={}", lib.display());
 }

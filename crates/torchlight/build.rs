@@ -1,6 +1,6 @@
-//! Links this crate's tests and examples with an rpath to the libtorch torchlight-tensor uses.
+//! With libtorch in the build (the `tensor` feature, on by default), bakes its lib folder into
+//! this crate's tests and examples as an rpath.
 fn main() {
-    let lib = std::env::var("DEP_TORCHLIGHT_SHIM_LIBTORCH_LIB")
-        .expect("torchlight-tensor reports its libtorch lib dir");
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib}");
+    #[cfg(feature = "tensor")]
+    torchlight_build::link_libtorch();
 }

@@ -1,22 +1,21 @@
-//! Collation: turning a batch's samples into batch tensors, in two steps: stacking plain
-//! buffers in a worker, then building tensors once per batch on the consumer thread.
+//! Collation: turning a batch's samples into a batch, in two steps: stacking in a worker, then
+//! (for tensor batches) building tensors once per batch on the consumer thread.
 
-use crate::array::Array;
 use crate::error::{DataError, Result};
 use std::collections::BTreeMap;
-use tch::Tensor;
+use torchlight_base::Array;
 
 /// How a list of samples becomes a batch (PyTorch's `collate_fn`).
 ///
-/// Split in two because tch tensors must not cross threads (tch-rs issue 752): [`stage`] runs in
-/// a worker thread and does the copying into one contiguous buffer per field; [`finish`] runs on
-/// the thread that iterates the loader and turns each buffer into a tensor with one copy
-/// (into pinned memory with `pin_memory`).
+/// Split in two because tch tensors are not `Sync` (tch-rs issue 752): [`stage`] runs in a
+/// worker thread and does the copying into one contiguous buffer (or tensor) per field;
+/// [`finish`] runs on the thread that iterates the loader and makes the batch from it (into
+/// pinned memory with `pin_memory`, for tensor batches).
 ///
 /// [`stage`]: Collate::stage
 /// [`finish`]: Collate::finish
 pub trait Collate<Item>: Send + Sync + 'static {
-    /// A batch in plain host buffers, sent from a worker to the consumer.
+    /// A batch as staged by a worker, sent from the worker to the consumer.
     type Staged: Send + 'static;
     /// The batch handed to the training loop.
     type Batch;
@@ -25,86 +24,160 @@ pub trait Collate<Item>: Send + Sync + 'static {
     /// `items` is never empty.
     fn stage(&self, items: Vec<(usize, Item)>) -> Result<Self::Staged>;
 
-    /// Builds the batch's tensors, in pinned host memory when `pin_memory` is set and CUDA is
-    /// usable (see [`Array::to_tensor`]).
+    /// Makes the batch on the consuming thread; a tensor batch goes into pinned host memory
+    /// when `pin_memory` is set and CUDA is usable.
     fn finish(&self, staged: Self::Staged, pin_memory: bool) -> Result<Self::Batch>;
 }
 
-/// PyTorch's `default_collate` for Torchlight's sample types: arrays are stacked along a new
-/// leading dimension (`[S...]` -> `[N, S...]`, same element type), labels become an `int64`
-/// tensor `[N]`, and keyed samples become a map of stacked tensors.
+/// PyTorch's `default_collate` without tensors: [`Array`] samples are stacked into `Array`
+/// batches, for a program that feeds another engine (burn, candle, ort) or converts batches
+/// itself. Needs no libtorch, so it works without this crate's `tch` feature.
 ///
-/// - `Array` -> `Tensor [N, S...]`
-/// - `(Array, i64)` (image, label) -> `(Tensor [N, S...], Tensor [N] int64)`
-/// - `BTreeMap<String, Array>` -> `BTreeMap<String, Tensor>`; every sample must have the
-///   first sample's keys.
+/// - `Array` -> `Array [N, S...]`
+/// - `(Array, i64)` (input, label) -> `(Array [N, S...], Array [N] int64)`
+/// - `BTreeMap<String, Array>` -> `BTreeMap<String, Array>`; every sample must have the first
+///   sample's keys.
 ///
 /// Samples of different shapes fail with [`DataError::ShapeMismatch`], naming both samples'
-/// indices and shapes.
+/// indices and shapes; `pin_memory` does nothing here.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct DefaultCollate;
+pub struct ArrayCollate;
 
-impl Collate<Array> for DefaultCollate {
+impl Collate<Array> for ArrayCollate {
     type Staged = Array;
-    type Batch = Tensor;
+    type Batch = Array;
 
     fn stage(&self, items: Vec<(usize, Array)>) -> Result<Array> {
         let refs: Vec<(usize, &Array)> = items.iter().map(|(i, a)| (*i, a)).collect();
-        Array::stack(&refs, None)
+        Ok(Array::stack(&refs, None)?)
     }
 
-    fn finish(&self, staged: Array, pin_memory: bool) -> Result<Tensor> {
-        staged.to_tensor(pin_memory)
+    fn finish(&self, staged: Array, _pin_memory: bool) -> Result<Array> {
+        Ok(staged)
     }
 }
 
-impl Collate<(Array, i64)> for DefaultCollate {
+impl Collate<(Array, i64)> for ArrayCollate {
     type Staged = (Array, Array);
-    type Batch = (Tensor, Tensor);
+    type Batch = (Array, Array);
 
     fn stage(&self, items: Vec<(usize, (Array, i64))>) -> Result<(Array, Array)> {
         let refs: Vec<(usize, &Array)> = items.iter().map(|(i, (a, _))| (*i, a)).collect();
-        let inputs = Array::stack(&refs, None)?;
-        let labels: Vec<i64> = items.iter().map(|(_, (_, label))| *label).collect();
-        let n = labels.len();
-        Ok((inputs, Array::from_i64(labels, vec![n])?))
+        Ok((Array::stack(&refs, None)?, labels(items.iter().map(|(_, (_, label))| *label))?))
     }
 
-    fn finish(&self, (inputs, labels): (Array, Array), pin_memory: bool) -> Result<(Tensor, Tensor)> {
-        Ok((inputs.to_tensor(pin_memory)?, labels.to_tensor(pin_memory)?))
+    fn finish(&self, staged: (Array, Array), _pin_memory: bool) -> Result<(Array, Array)> {
+        Ok(staged)
     }
 }
 
-impl Collate<BTreeMap<String, Array>> for DefaultCollate {
+impl Collate<BTreeMap<String, Array>> for ArrayCollate {
     type Staged = BTreeMap<String, Array>;
-    type Batch = BTreeMap<String, Tensor>;
+    type Batch = BTreeMap<String, Array>;
 
     fn stage(&self, items: Vec<(usize, BTreeMap<String, Array>)>) -> Result<Self::Staged> {
-        let Some((first_index, first)) = items.first() else {
-            return Ok(BTreeMap::new());
-        };
-        for (index, sample) in &items {
-            if !sample.keys().eq(first.keys()) {
-                return Err(DataError::Collate {
-                    index: *index,
-                    reason: format!(
-                        "keys {:?} differ from those of sample {first_index}, the first of its batch: {:?}",
-                        sample.keys().collect::<Vec<_>>(),
-                        first.keys().collect::<Vec<_>>()
-                    ),
-                });
-            }
-        }
-        first
-            .keys()
-            .map(|key| {
-                let refs: Vec<(usize, &Array)> = items.iter().map(|(i, sample)| (*i, &sample[key])).collect();
-                Ok((key.clone(), Array::stack(&refs, Some(key))?))
-            })
-            .collect()
+        stack_keyed(&items, |refs, key| Ok(Array::stack(refs, Some(key))?))
     }
 
-    fn finish(&self, staged: Self::Staged, pin_memory: bool) -> Result<Self::Batch> {
-        staged.into_iter().map(|(key, array)| Ok((key, array.to_tensor(pin_memory)?))).collect()
+    fn finish(&self, staged: Self::Staged, _pin_memory: bool) -> Result<Self::Batch> {
+        Ok(staged)
+    }
+}
+
+/// PyTorch's `default_collate` for Torchlight's sample types, into tch tensors (with the
+/// `tch` feature; without it this type collates nothing, and [`ArrayCollate`] stacks plain
+/// buffers instead). Samples are stacked along a new leading dimension (`[S...]` ->
+/// `[N, S...]`, same element type), labels become an `int64` tensor `[N]`, and keyed samples
+/// become a map of stacked tensors:
+///
+/// - `Array` -> `Tensor [N, S...]`
+/// - `(Array, i64)` (image, label) -> `(Tensor [N, S...], Tensor [N] int64)`
+/// - `BTreeMap<String, Array>` -> `BTreeMap<String, Tensor>`
+/// - `Tensor` -> `Tensor [N, S...]`
+/// - `(Tensor, Tensor)` (input, target) -> `(Tensor [N, S...], Tensor [N, T...])`
+/// - `(Tensor, i64)` -> `(Tensor [N, S...], Tensor [N] int64)`
+/// - `BTreeMap<String, Tensor>` -> `BTreeMap<String, Tensor>`
+///
+/// Keyed samples must all have the first sample's keys. `Array` samples are stacked into one
+/// host buffer by the worker and become a tensor on the consuming thread; tensor samples are
+/// stacked by the worker that loaded them (`torch.stack`; tensors are `Send`) and only pinned
+/// on the consuming thread. Samples of different shapes fail with
+/// [`DataError::ShapeMismatch`], naming both samples' indices and shapes; other element types
+/// or devices with [`DataError::Collate`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultCollate;
+
+/// The labels of a batch as an `int64` array `[N]`.
+pub(crate) fn labels(labels: impl Iterator<Item = i64>) -> Result<Array> {
+    let labels: Vec<i64> = labels.collect();
+    let n = labels.len();
+    Ok(Array::from_i64(labels, vec![n])?)
+}
+
+/// Stacks keyed samples key by key with `stack`, after checking that every sample has the
+/// keys of the first.
+pub(crate) fn stack_keyed<T, S>(
+    items: &[(usize, BTreeMap<String, T>)],
+    stack: impl Fn(&[(usize, &T)], &str) -> Result<S>,
+) -> Result<BTreeMap<String, S>> {
+    let Some((first_index, first)) = items.first() else {
+        return Ok(BTreeMap::new());
+    };
+    for (index, sample) in items {
+        if !sample.keys().eq(first.keys()) {
+            return Err(DataError::Collate {
+                index: *index,
+                reason: format!(
+                    "keys {:?} differ from those of sample {first_index}, the first of its batch: {:?}",
+                    sample.keys().collect::<Vec<_>>(),
+                    first.keys().collect::<Vec<_>>()
+                ),
+            });
+        }
+    }
+    first
+        .keys()
+        .map(|key| {
+            let refs: Vec<(usize, &T)> = items.iter().map(|(i, sample)| (*i, &sample[key])).collect();
+            Ok((key.clone(), stack(&refs, key)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keyed(index: usize, keys: &[&str]) -> (usize, BTreeMap<String, Array>) {
+        let map = keys
+            .iter()
+            .map(|k| (k.to_string(), Array::from_u8(vec![index as u8; 2], vec![2]).unwrap()))
+            .collect();
+        (index, map)
+    }
+
+    #[test]
+    fn array_collate_stacks_inputs_labels_and_keys() {
+        let a = Array::from_f32(vec![1.0, 2.0], vec![2]).unwrap();
+        let b = Array::from_f32(vec![3.0, 4.0], vec![2]).unwrap();
+        let (x, y) = ArrayCollate.stage(vec![(0, (a, 7)), (1, (b, 9))]).unwrap();
+        assert_eq!((x.shape, y), (vec![2, 2], Array::from_i64(vec![7, 9], vec![2]).unwrap()));
+        let maps = ArrayCollate.stage(vec![keyed(3, &["a", "b"]), keyed(4, &["a", "b"])]).unwrap();
+        assert_eq!(maps["b"], Array::from_u8(vec![3, 3, 4, 4], vec![2, 2]).unwrap());
+    }
+
+    #[test]
+    fn samples_with_other_keys_are_named() {
+        let err = ArrayCollate.stage(vec![keyed(3, &["a", "b"]), keyed(8, &["a"])]).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, DataError::Collate { index: 8, .. }) && msg.contains("sample 3"), "{msg}");
+    }
+
+    #[test]
+    fn a_ragged_batch_is_a_shape_mismatch() {
+        let a = Array::from_u8(vec![1, 2], vec![2]).unwrap();
+        let b = Array::from_u8(vec![1, 2, 3], vec![3]).unwrap();
+        let err = ArrayCollate.stage(vec![(5, a), (6, b)]).unwrap_err();
+        assert!(matches!(err, DataError::ShapeMismatch { index: 6, first_index: 5, .. }), "{err}");
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::dataset::Dataset;
 use crate::error::{DataError, Result};
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// The samples of `datasets[0]`, then of `datasets[1]`, and so on, like PyTorch's
 /// `ConcatDataset`. Errors come from the part and name the index within it.
@@ -72,7 +72,7 @@ mod tests {
     #[test]
     fn indices_run_through_the_parts() {
         let c = ConcatDataset::new(vec![Range(0, 3), Range(10, 10), Range(20, 22)]);
-        let mut rng = torchlight_tensor::seed::rng_from_seed(0);
+        let mut rng = torchlight_base::seed::rng_from_seed(0);
         assert_eq!(c.len(), 5);
         let got: Vec<usize> = (0..5).map(|i| c.get(i, &mut rng).unwrap()).collect();
         assert_eq!(got, [0, 1, 2, 20, 21]);

@@ -1,16 +1,20 @@
 //! The `Dataset` trait: a length and an indexed, fallible `get`.
 
 use crate::error::Result;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// A map-style dataset, like `torch.utils.data.Dataset`: `len()` samples, each loaded by index.
 ///
 /// `get` takes the random generator the sample's random transforms draw from. The DataLoader
-/// seeds it from (loader seed, epoch, index) with `torchlight_tensor::seed::sample_seed`, so
+/// seeds it from (loader seed, epoch, index) with [`sample_seed`](crate::seed::sample_seed), so
 /// augmentation is the same whatever the worker count and after a resume. Datasets without
 /// randomness ignore it.
 ///
 /// Datasets are shared between loader threads by reference (no per-worker copy), hence `Sync`.
+/// A sample may be plain buffers ([`Array`](crate::Array)) or, with the `tch` feature, tch
+/// tensors: `Tensor` is `Send`, so a worker can make one and hand it over, but not `Sync`, so
+/// a dataset cannot *hold* tensors; keep the data as plain buffers, as
+/// [`TensorDataset`](crate::TensorDataset) does, and build tensors in `get`.
 pub trait Dataset: Send + Sync {
     /// One sample, e.g. an image and its label.
     type Item: Send + 'static;

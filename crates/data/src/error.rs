@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+use torchlight_base::ArrayError;
 
 /// What can go wrong while loading data. Every variant names the sample, file or field at fault.
 #[derive(Debug, thiserror::Error)]
@@ -92,12 +93,38 @@ pub enum DataError {
     /// A loader worker thread could not be started.
     #[error("cannot start a loader worker thread: {0}")]
     Spawn(std::io::Error),
+    /// An [`ArrayError`] with no more specific variant above.
+    #[error(transparent)]
+    Array(ArrayError),
     /// A libtorch error while building batch tensors.
+    #[cfg(feature = "tch")]
     #[error("building batch tensors: {0}")]
     Tensor(#[from] torchlight_tensor::TensorError),
     /// A tch error while building batch tensors.
+    #[cfg(feature = "tch")]
     #[error("building batch tensors: {0}")]
     Tch(#[from] tch::TchError),
+}
+
+/// Each [`ArrayError`] becomes the `DataError` variant of the same meaning, so callers match
+/// on one type whether an array was checked in a dataset or stacked by a collate.
+impl From<ArrayError> for DataError {
+    fn from(error: ArrayError) -> Self {
+        match error {
+            ArrayError::Length { shape, expected, len } => DataError::ArrayLength { shape, expected, len },
+            ArrayError::ShapeMismatch { index, shape, first_index, first_shape, key } => {
+                DataError::ShapeMismatch { index, shape, first_index, first_shape, key }
+            }
+            ArrayError::EmptyStack => DataError::Config {
+                field: "items",
+                reason: "cannot stack an empty list of arrays".to_string(),
+            },
+            ArrayError::DTypeMismatch { index, .. } | ArrayError::Invalid { index, .. } => {
+                DataError::Collate { index, reason: error.to_string() }
+            }
+            other => DataError::Array(other),
+        }
+    }
 }
 
 /// `Result` with [`DataError`].

@@ -8,9 +8,21 @@
 //! - [`DataLoader`]: worker threads, batches in sampler order whatever the worker count,
 //!   [`Collate`] into tensors (pinned on request), failing samples as errors or skipped,
 //!   data-stall time per epoch ([`EpochStats`]).
+//! - What a dataset author needs: [`Rng`] (the generator `get` draws from), [`rng_from_seed`],
+//!   [`seed_everything`], and the [`rand`] crate for its `Rng` trait
+//!   (`use torchlight_data::rand::Rng as _;`).
 //!
-//! Workers produce plain host buffers ([`Array`]); tensors are built once per batch on the
-//! thread that iterates, because tch tensors are not `Sync` (tch-rs issue 752).
+//! Samples are plain host buffers ([`Array`]), which workers stack and the thread that
+//! iterates turns into one tensor per batch, or tch tensors, which workers make and stack
+//! (`Tensor` is `Send` but not `Sync`, tch-rs issue 752, so tensors move between threads but are
+//! never shared). [`TensorDataset`] holds in-memory tensors as bytes.
+//!
+//! # Features
+//! - `tch` (default): tensor batches ([`DefaultCollate`]), pinned memory, [`TensorDataset`],
+//!   [`ArrayToTensor`], [`seed_everything`]; needs libtorch. Without it the crate builds on
+//!   `torchlight-base` alone, with no libtorch anywhere: datasets, splits, samplers and the
+//!   DataLoader with [`ArrayCollate`], whose `Array` batches can feed any engine.
+//! - `cuda-tests`: this crate's GPU tests.
 //!
 //! # Where this departs from PyTorch
 //! - Workers are threads sharing the dataset by reference, not processes with a pickled copy.
@@ -22,7 +34,6 @@
 //! - A failing sample need not end the epoch: errors come out per batch, and
 //!   [`ErrorPolicy::Skip`] leaves bad samples out and records them.
 
-mod array;
 mod batch_sampler;
 mod collate;
 mod concat;
@@ -35,12 +46,15 @@ mod random;
 mod sampler;
 mod split;
 mod subset;
+#[cfg(feature = "tch")]
+mod tensor_collate;
+#[cfg(feature = "tch")]
+mod tensor_dataset;
 mod weighted;
 mod worker;
 
-pub use array::{Array, Buffer};
 pub use batch_sampler::BatchSampler;
-pub use collate::{Collate, DefaultCollate};
+pub use collate::{ArrayCollate, Collate, DefaultCollate};
 pub use concat::ConcatDataset;
 pub use dataset::Dataset;
 pub use epoch::{Epoch, EpochStats};
@@ -53,5 +67,13 @@ pub use split::{
     STREAM_SPLIT,
 };
 pub use subset::Subset;
+#[cfg(feature = "tch")]
+pub use tensor_collate::ArrayToTensor;
+#[cfg(feature = "tch")]
+pub use tensor_dataset::{TensorDataset, TensorSample};
+pub use torchlight_base::seed::{self, rng_from_seed, Rng};
+pub use torchlight_base::{rand, Array, ArrayError, Buffer};
+#[cfg(feature = "tch")]
+pub use torchlight_tensor::seed_everything;
 pub use weighted::WeightedRandomSampler;
 pub use worker::SkippedSample;

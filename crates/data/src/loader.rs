@@ -10,7 +10,7 @@ use crate::worker::{Shared, WorkerPool};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
-use torchlight_tensor::global_seed;
+use torchlight_base::seed::global_seed;
 
 /// What the loader does with a sample whose `get` fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

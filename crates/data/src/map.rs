@@ -3,7 +3,7 @@
 
 use crate::dataset::Dataset;
 use crate::error::Result;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// `dataset.map(f)`: each sample of `D` passed through `f`, which may draw randomness from the
 /// sample's generator (random augmentation) and may fail.

@@ -2,7 +2,7 @@
 //! shuffles depend only on the seed and not on the `rand` crate's version.
 
 use rand::RngCore;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// A uniform integer in `0..bound` (`bound > 0`), by Lemire's unbiased multiply-and-reject.
 pub(crate) fn below(rng: &mut Rng, bound: u64) -> u64 {
@@ -40,7 +40,7 @@ pub(crate) fn unit_f64(rng: &mut Rng) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use torchlight_tensor::seed::rng_from_seed;
+    use torchlight_base::seed::rng_from_seed;
 
     #[test]
     fn randperm_is_a_permutation_fixed_by_the_seed() {

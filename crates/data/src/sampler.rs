@@ -1,7 +1,7 @@
 //! The `Sampler` trait and the two plain samplers: sequential and (seeded) random.
 
 use crate::random::randperm;
-use torchlight_tensor::seed::{epoch_seed, rng_from_seed};
+use torchlight_base::seed::{epoch_seed, rng_from_seed};
 
 /// The order in which an epoch visits dataset indices, like `torch.utils.data.Sampler`.
 ///

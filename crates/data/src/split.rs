@@ -12,12 +12,11 @@ use crate::random::{randperm, shuffle};
 use crate::subset::Subset;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use torchlight_tensor::seed::{derive_seed, rng_from_seed};
-
 /// Seed stream of splits: `derive_seed(seed, [STREAM_SPLIT])` seeds `random_split`,
-/// `derive_seed(seed, [STREAM_SPLIT, 1])` the stratified split. It continues the stream tags of
-/// `torchlight_tensor::seed` (1 epoch, 2 sample, 3 global).
-pub const STREAM_SPLIT: u64 = 4;
+/// `derive_seed(seed, [STREAM_SPLIT, 1])` the stratified split (listed with the other stream
+/// tags in `torchlight_base::seed`).
+pub use torchlight_base::seed::STREAM_SPLIT;
+use torchlight_base::seed::{derive_seed, rng_from_seed};
 
 /// The sizes of the parts of a split.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,7 +5,7 @@ use crate::error::{DataError, Result};
 use crate::split::class_counts;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// The samples of `dataset` at `indices`, in that order: sample `i` of the subset is sample
 /// `indices[i]` of the dataset. Like PyTorch's `Subset`, but the indices are checked once.

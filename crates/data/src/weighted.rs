@@ -4,7 +4,7 @@
 use crate::error::{DataError, Result};
 use crate::random::unit_f64;
 use crate::sampler::Sampler;
-use torchlight_tensor::seed::{epoch_seed, rng_from_seed};
+use torchlight_base::seed::{epoch_seed, rng_from_seed};
 
 /// `WeightedRandomSampler(weights, num_samples, replacement=True)`: each epoch draws
 /// `num_samples` indices independently, index `i` with probability `weights[i] / sum(weights)`.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use torchlight_tensor::seed::{rng_from_seed, sample_seed};
+use torchlight_base::seed::{rng_from_seed, sample_seed};
 
 /// A sample left out under [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip).
 #[derive(Debug, Clone, PartialEq)]

@@ -1,9 +1,17 @@
 //! Torchlight: train image models the PyTorch way, in Rust, on libtorch.
 //!
 //! This facade re-exports each Torchlight crate as a module (`torchlight::tensor`, ...) and
-//! gathers the names most programs need in [`prelude`].
+//! gathers the names a hand-written training program needs in [`prelude`].
+//!
+//! # Features
+//! One per crate, all on by default; each turns on the crates it builds on:
+//! `tensor` (libtorch through tch), `nn`, `optim`, `data`, `vision`, `checkpoint`, `export`,
+//! `train`. `default-features = false, features = ["vision"]` gives ImageFolder, the
+//! transforms and the DataLoader with no libtorch in the build (`data` batches are then
+//! plain `Array`s; with `tensor` on too they are tch tensors).
 //!
 //! ```
+//! # #[cfg(feature = "nn")] {
 //! use torchlight::prelude::*;
 //!
 //! fn main() -> Result<(), TensorError> {
@@ -22,35 +30,77 @@
 //!     println!("{}", summary(&logits));
 //!     Ok(())
 //! }
+//! # main().unwrap();
+//! # }
 //! ```
 
+#[cfg(feature = "tensor")]
 pub use tch;
+pub use torchlight_base as base;
+#[cfg(feature = "checkpoint")]
 pub use torchlight_checkpoint as checkpoint;
+#[cfg(feature = "data")]
 pub use torchlight_data as data;
+#[cfg(feature = "export")]
 pub use torchlight_export as export;
+#[cfg(feature = "nn")]
 pub use torchlight_nn as nn;
+#[cfg(feature = "optim")]
 pub use torchlight_optim as optim;
+#[cfg(feature = "tensor")]
 pub use torchlight_tensor as tensor;
+#[cfg(feature = "train")]
 pub use torchlight_train as train;
+#[cfg(feature = "vision")]
 pub use torchlight_vision as vision;
 
-/// The names most training programs use, for `use torchlight::prelude::*`.
+/// The names a hand-written training program uses, for `use torchlight::prelude::*`: a
+/// model from layers, a dataset (your own, or tensors in memory), a DataLoader, a loss, an
+/// optimizer and its schedule, seeding, devices, no-grad, autocast and checkpoints. Each group
+/// is there when its feature is on.
 pub mod prelude {
+    /// `rng.random::<f32>()` and friends on the [`Rng`] a `Dataset::get` receives.
+    pub use torchlight_base::rand::Rng as _;
+    pub use torchlight_base::{rng_from_seed, Array, Rng};
+
+    #[cfg(feature = "tensor")]
     pub use tch::nn::ModuleT;
+    #[cfg(feature = "tensor")]
     pub use tch::{Device, Kind, Tensor};
-    pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
-    pub use torchlight_data::{DataLoader, Dataset, DatasetExt};
-    pub use torchlight_nn::{
-        count_parameters, freeze_all_but, load_weights, resnet18, resnet34, resnet50, unfreeze,
-        CrossEntropyLoss, LoadOptions, Module,
-    };
-    pub use torchlight_optim::{AdamConfig, AdamW, GradScaler, LrScheduler, Optimizer, ParamGroup};
+    #[cfg(feature = "tensor")]
     pub use torchlight_tensor::{
-        autocast, no_grad, seed_everything, summary, AutocastGuard, DeviceSpec, TensorError,
+        autocast, no_grad, seed_everything, summary, to_device_non_blocking, AutocastGuard, DeviceSpec,
+        TensorError,
     };
+
+    #[cfg(feature = "nn")]
+    pub use torchlight_nn::{
+        count_parameters, freeze_all_but, load_weights, named_parameters, resnet18, resnet34, resnet50,
+        unfreeze, BCEWithLogitsLoss, BatchNorm2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, Linear,
+        LoadOptions, MSELoss, Module, NnError, ReLU, Sequential,
+    };
+
+    #[cfg(feature = "optim")]
+    pub use torchlight_optim::{
+        clip_grad_norm, Adam, AdamConfig, AdamW, GradScaler, LrScheduler, OptimError, Optimizer, ParamGroup,
+        Sgd, SgdConfig,
+    };
+
+    #[cfg(all(feature = "data", feature = "tensor"))]
+    pub use torchlight_data::TensorDataset;
+    #[cfg(feature = "data")]
+    pub use torchlight_data::{
+        random_split, ArrayCollate, DataError, DataLoader, Dataset, DatasetExt, DefaultCollate, Subset,
+    };
+
+    #[cfg(feature = "vision")]
+    pub use torchlight_vision::{Compose, ImageFolder, Normalize, ToTensor, Transform};
+
+    #[cfg(feature = "checkpoint")]
+    pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "nn"))]
 mod tests {
     #[test]
     fn the_prelude_reaches_the_tensor_crate() {

@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::image::Image;
 use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// `torchvision.transforms.CenterCrop(size)` on a PIL image.
 ///

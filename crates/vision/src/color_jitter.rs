@@ -8,7 +8,7 @@ use crate::random_resized_crop::uniform;
 use crate::transform::{expect_image, Sample, Transform};
 use rand::Rng as _;
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// PIL's `Image.blend(degenerate, image, factor)` on `u8`: `d + factor * (x - d)` in `f32`,
 /// truncated toward zero and clipped to `[0, 255]` (Pillow's `ImagingBlend`).

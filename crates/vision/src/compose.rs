@@ -9,7 +9,7 @@ use crate::to_tensor::ToTensor;
 use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
 use std::sync::Arc;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// `torchvision.transforms.Compose([...])`: applies its transforms in order.
 ///

@@ -5,7 +5,7 @@ use crate::image::Image;
 use crate::transform::{Sample, TensorImage, Transform};
 use rand::Rng as _;
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// Mirrors `image` left to right in place (`torchvision.transforms.functional.hflip`).
 pub fn hflip(image: &mut Image) {

@@ -4,7 +4,7 @@ use crate::error::Result;
 use crate::image::Image;
 use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// PIL's ITU-R 601-2 luma of one RGB pixel: `(19595 R + 38470 G + 7471 B + 0x8000) >> 16`
 /// (Pillow's `L24` fixed-point form of `0.299 R + 0.587 G + 0.114 B`, rounded).

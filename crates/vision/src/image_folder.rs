@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use torchlight_base::seed::Rng;
 use torchlight_data::{Array, DataError, Dataset};
-use torchlight_tensor::seed::Rng;
 
 /// Images labelled by the folder they sit in: `root/<class>/**/<image>`.
 ///

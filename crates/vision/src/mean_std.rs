@@ -2,8 +2,8 @@
 //! training from scratch instead of with ImageNet's statistics.
 
 use crate::error::{Result, VisionError};
+use torchlight_base::seed::rng_from_seed;
 use torchlight_data::{Array, Buffer, Dataset};
-use torchlight_tensor::seed::rng_from_seed;
 
 /// Accumulates per-channel sums over images in `[0, 1]` scale, in `f64`.
 ///

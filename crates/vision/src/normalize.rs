@@ -5,7 +5,7 @@ use crate::image::Image;
 use crate::to_tensor::to_chw_with;
 use crate::transform::{Sample, TensorImage, Transform};
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// The per-channel RGB mean of ImageNet's training images in `[0, 1]`, what torchvision's
 /// pretrained models expect (`[0.485, 0.456, 0.406]`).

@@ -6,7 +6,7 @@ use crate::image::Image;
 use crate::transform::{expect_image, Sample, Transform};
 use rand::Rng as _;
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// How [`pad`] fills the border (torchvision's `padding_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -189,7 +189,7 @@ impl Transform for RandomCrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use torchlight_tensor::seed::rng_from_seed;
+    use torchlight_base::seed::rng_from_seed;
 
     #[test]
     fn padding_modes_match_numpy_pad() {

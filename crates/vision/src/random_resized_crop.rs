@@ -7,7 +7,7 @@ use crate::resample::{resize_bilinear, Rect};
 use crate::transform::{expect_image, Sample, Transform};
 use rand::Rng as _;
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// A crop box: `top`, `left`, `height`, `width` in pixels (torchvision's `i, j, h, w`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +136,7 @@ impl Transform for RandomResizedCrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use torchlight_tensor::seed::rng_from_seed;
+    use torchlight_base::seed::rng_from_seed;
 
     #[test]
     fn boxes_fit_and_thin_images_fall_back_to_the_centre() {

@@ -6,7 +6,7 @@ use crate::image::Image;
 use crate::resample::{resize_bilinear, Rect};
 use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// The size a [`Resize`] aims for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

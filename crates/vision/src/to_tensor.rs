@@ -4,7 +4,7 @@ use crate::error::{Result, VisionError};
 use crate::image::Image;
 use crate::transform::{Sample, TensorImage, Transform};
 use std::any::Any;
-use torchlight_tensor::seed::Rng;
+use torchlight_base::seed::Rng;
 
 /// `torchvision.transforms.ToTensor()`: `[H, W, C]` `u8` to `[C, H, W]` `f32`, each value
 /// `v as f32 / 255.0` (the same single float32 division torchvision does, so the result is

@@ -5,8 +5,8 @@ use crate::error::Result;
 use crate::image::Image;
 use std::any::Any;
 use std::fmt::Debug;
+use torchlight_base::seed::Rng;
 use torchlight_data::{Array, Buffer};
-use torchlight_tensor::seed::Rng;
 
 /// A float image in CHW layout, `[channels, height, width]`, what `ToTensor` makes and
 /// `Normalize` works on. A host buffer, not a tch tensor, so loader workers can make it.

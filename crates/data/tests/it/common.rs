@@ -1,13 +1,14 @@
 //! Datasets the tests load: random-augmenting, failing, panicking, slow and gated ones.
+#![cfg_attr(not(feature = "tch"), allow(dead_code))]
 
 use rand::Rng as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
+#[cfg(feature = "tch")]
 use tch::Tensor;
-use torchlight_data::{Array, DataError, Dataset, Result};
-use torchlight_tensor::seed::Rng;
+use torchlight_data::{Array, DataError, Dataset, Result, Rng};
 
 /// Sample `i`: an F32 `[2, 3]` image of `i + noise` (noise uniform in [0, 1) from the sample's
 /// generator, i.e. a random augmentation) and label `i`.
@@ -119,10 +120,12 @@ impl Dataset for Gated {
     }
 }
 
+#[cfg(feature = "tch")]
 pub fn f32s(t: &Tensor) -> Vec<f32> {
     Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()
 }
 
+#[cfg(feature = "tch")]
 pub fn i64s(t: &Tensor) -> Vec<i64> {
     Vec::<i64>::try_from(t.flatten(0, -1)).unwrap()
 }

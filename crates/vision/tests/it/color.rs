@@ -2,7 +2,7 @@
 //! statistics with `dataset_mean_std`.
 
 use crate::TempDir;
-use torchlight_tensor::seed::{rng_from_seed, sample_seed};
+use torchlight_base::seed::{rng_from_seed, sample_seed};
 use torchlight_vision::{
     adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, dataset_mean_std, ColorJitter,
     Compose, Grayscale, Image, ImageFolder, Sample, ToTensor, Transform,

@@ -3,8 +3,8 @@
 
 use crate::{fixture, TempDir};
 use std::path::Path;
+use torchlight_base::seed::rng_from_seed;
 use torchlight_data::{Buffer, DataError, Dataset};
-use torchlight_tensor::seed::rng_from_seed;
 use torchlight_vision::{
     decode_file, CenterCrop, Compose, Image, ImageFolder, Normalize, Resize, SplitFolders, ToTensor,
     VisionError,

@@ -1,5 +1,6 @@
 //! torchlight-vision's integration tests: parity with torchvision fixtures
 //! (`tests/fixtures/make_fixtures.py`), sampling statistics, ImageFolder on real folders.
+//! No libtorch: the fixtures' safetensors files are read with the `safetensors` crate.
 
 mod color;
 mod folder;
@@ -11,6 +12,51 @@ use std::path::PathBuf;
 /// `tests/fixtures/<name>`.
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+/// A tensor from a fixture's safetensors file: its shape and its elements, widened to a type
+/// the tests compare (`u8`, `f32`, or `i64` for every integer type).
+pub struct FixtureTensor {
+    /// The shape, e.g. `[30, 40, 3]`.
+    pub shape: Vec<usize>,
+    /// The elements of a `uint8` tensor (empty otherwise).
+    pub u8s: Vec<u8>,
+    /// The elements of a `float32` tensor (empty otherwise).
+    pub f32s: Vec<f32>,
+    /// The elements of an integer tensor, widened (empty otherwise).
+    pub i64s: Vec<i64>,
+}
+
+/// Every tensor of `tests/fixtures/<name>`, by key.
+pub fn read_safetensors(name: &str) -> std::collections::HashMap<String, FixtureTensor> {
+    use safetensors::{Dtype, SafeTensors};
+    let bytes = std::fs::read(fixture(name)).expect("read the fixture");
+    let file = SafeTensors::deserialize(&bytes).expect("a safetensors file");
+    file.tensors()
+        .into_iter()
+        .map(|(key, view)| {
+            let data = view.data();
+            let mut t =
+                FixtureTensor { shape: view.shape().to_vec(), u8s: vec![], f32s: vec![], i64s: vec![] };
+            match view.dtype() {
+                Dtype::U8 => t.u8s = data.to_vec(),
+                Dtype::F32 => {
+                    t.f32s = data.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+                }
+                Dtype::I16 => {
+                    t.i64s = data
+                        .chunks_exact(2)
+                        .map(|b| i16::from_le_bytes(b.try_into().unwrap()) as i64)
+                        .collect()
+                }
+                Dtype::I64 => {
+                    t.i64s = data.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap())).collect()
+                }
+                other => panic!("{name}: {key} has dtype {other:?}, which the tests do not read"),
+            }
+            (key, t)
+        })
+        .collect()
 }
 
 /// A fresh empty folder under the system temp dir, removed when dropped.

@@ -1,9 +1,8 @@
 //! Decode, Resize, CenterCrop, their fused form and RandomResizedCrop's crop+resize against
 //! torchvision 0.26 on PIL images (`cases.txt`), and ToTensor / Normalize against its tensors.
 
-use crate::{diff, fixture};
-use tch::Tensor;
-use torchlight_tensor::seed::rng_from_seed;
+use crate::{diff, fixture, read_safetensors};
+use torchlight_base::seed::rng_from_seed;
 use torchlight_vision::{
     adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, decode_file, pad, CenterCrop, Compose,
     CropBox, Grayscale, Image, Normalize, PaddingMode, RandomResizedCrop, Resize, Sample, ToTensor,
@@ -101,24 +100,18 @@ fn u8_transforms_match_torchvision_on_pil_images() {
     println!("{count} cases: worst max {worst_max}/255, worst mean {worst_mean:.4}/255; JPEG decode worst max {jpeg_max}/255, mean {jpeg_mean:.4}/255");
 }
 
-fn tensor_f32(t: &Tensor) -> Vec<f32> {
-    Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()
-}
-
 #[test]
 fn to_tensor_and_normalize_are_bit_identical_to_torchvision() {
-    let tensors: std::collections::HashMap<String, Tensor> =
-        Tensor::read_safetensors(fixture("tensors.safetensors")).unwrap().into_iter().collect();
+    let tensors = read_safetensors("tensors.safetensors");
     for name in ["chelsea_rgba", "camera_gray"] {
         let input = &tensors[&format!("{name}.input")];
-        let (h, w) = (input.size()[0] as usize, input.size()[1] as usize);
-        let pixels = Vec::<u8>::try_from(input.flatten(0, -1)).unwrap();
-        let image = Image::new(w, h, 3, pixels);
+        let (h, w) = (input.shape[0], input.shape[1]);
+        let image = Image::new(w, h, 3, input.u8s.clone());
         let to_tensor = ToTensor.convert(&image);
         assert_eq!((to_tensor.channels, to_tensor.height, to_tensor.width), (3, h, w));
         assert_eq!(
             to_tensor.data,
-            tensor_f32(&tensors[&format!("{name}.to_tensor")]),
+            tensors[&format!("{name}.to_tensor")].f32s,
             "{name}: ToTensor, tolerance 0 (bit-identical)"
         );
         let cases = [
@@ -126,7 +119,7 @@ fn to_tensor_and_normalize_are_bit_identical_to_torchvision() {
             ("normalize_custom", Normalize::new(&[0.5, 0.25, 0.125], &[0.3, 0.7, 0.11])),
         ];
         for (key, norm) in cases {
-            let want = tensor_f32(&tensors[&format!("{name}.{key}")]);
+            let want = tensors[&format!("{name}.{key}")].f32s.clone();
             let mut two_step = to_tensor.clone();
             norm.normalize(&mut two_step).unwrap();
             assert_eq!(two_step.data, want, "{name}.{key}: Normalize, tolerance 0 (bit-identical)");

@@ -1,9 +1,8 @@
 //! The random transforms' statistics: RandomResizedCrop's boxes against torchvision 0.26's
 //! `get_params` boxes (`rrc_boxes.safetensors`), flips half the time, per-sample seeding.
 
-use crate::fixture;
-use tch::Tensor;
-use torchlight_tensor::seed::{rng_from_seed, sample_seed};
+use crate::read_safetensors;
+use torchlight_base::seed::{rng_from_seed, sample_seed};
 use torchlight_vision::{
     hflip, vflip, CropBox, Image, RandomHorizontalFlip, RandomResizedCrop, RandomVerticalFlip, Sample,
     Transform,
@@ -50,14 +49,14 @@ fn features(boxes: &[CropBox], height: usize, width: usize) -> [Vec<f64>; 4] {
 
 #[test]
 fn random_resized_crop_boxes_follow_torchvision_distribution() {
-    let fixtures = Tensor::read_safetensors(fixture("rrc_boxes.safetensors")).unwrap();
+    let fixtures = read_safetensors("rrc_boxes.safetensors");
     let t = RandomResizedCrop::new(224);
     let mut checked = 0;
     for (key, tensor) in fixtures {
         let (h, w) = key.split_once('x').unwrap();
         let (height, width): (usize, usize) = (h.parse().unwrap(), w.parse().unwrap());
-        let flat = Vec::<i64>::try_from(tensor.to_kind(tch::Kind::Int64).flatten(0, -1)).unwrap();
-        let torch: Vec<CropBox> = flat
+        let torch: Vec<CropBox> = tensor
+            .i64s
             .chunks_exact(4)
             .map(|b| CropBox {
                 top: b[0] as usize,
@@ -118,9 +117,8 @@ fn random_resized_crop_boxes_follow_torchvision_distribution() {
 
 #[test]
 fn thin_image_always_takes_torchvisions_fallback_box() {
-    let fixtures: std::collections::HashMap<String, Tensor> =
-        Tensor::read_safetensors(fixture("rrc_boxes.safetensors")).unwrap().into_iter().collect();
-    let torch = Vec::<i64>::try_from(fixtures["300x1"].to_kind(tch::Kind::Int64).flatten(0, -1)).unwrap();
+    let fixtures = read_safetensors("rrc_boxes.safetensors");
+    let torch = &fixtures["300x1"].i64s;
     assert!(
         torch.chunks_exact(4).all(|b| b == [149, 0, 1, 1]),
         "torchvision's boxes for 300x1 are all (149, 0, 1, 1)"

@@ -1,12 +1,12 @@
 //! `Array`: a plain host buffer with a shape, what loader workers produce instead of tensors.
 //!
-//! tch tensors are neither `Send`-friendly nor `Sync` (tch-rs issue 752), and building one per
-//! sample costs an allocation in libtorch. Workers therefore return `Array`s and the consumer
-//! stacks a whole batch into one tensor.
+//! tch tensors are not `Sync` (tch-rs issue 752), and building one per sample costs an
+//! allocation in libtorch. Workers therefore return `Array`s and the consumer stacks a whole
+//! batch into one tensor (`torchlight-data`), or hands the stacked `Array` to another engine.
 
-use crate::error::{DataError, Result};
-use tch::{Kind, Tensor};
-use torchlight_tensor::{empty_pinned, pinning_supported};
+use crate::error::ArrayError;
+
+type Result<T, E = ArrayError> = std::result::Result<T, E>;
 
 /// The element buffer of an [`Array`].
 #[derive(Debug, Clone, PartialEq)]
@@ -34,12 +34,12 @@ impl Buffer {
         self.len() == 0
     }
 
-    /// The tensor element kind this buffer becomes (`Uint8`, `Float`, `Int64`).
-    pub fn kind(&self) -> Kind {
+    /// The element type's name in PyTorch's vocabulary: `uint8`, `float32` or `int64`.
+    pub fn dtype(&self) -> &'static str {
         match self {
-            Buffer::U8(_) => Kind::Uint8,
-            Buffer::F32(_) => Kind::Float,
-            Buffer::I64(_) => Kind::Int64,
+            Buffer::U8(_) => "uint8",
+            Buffer::F32(_) => "float32",
+            Buffer::I64(_) => "int64",
         }
     }
 
@@ -106,7 +106,7 @@ impl Array {
         if self.buffer.len() == self.numel() {
             Ok(())
         } else {
-            Err(DataError::ArrayLength {
+            Err(ArrayError::Length {
                 shape: self.shape.clone(),
                 expected: self.numel(),
                 len: self.buffer.len(),
@@ -119,16 +119,13 @@ impl Array {
     /// (`key` too, for keyed samples). `items` must not be empty.
     pub fn stack(items: &[(usize, &Array)], key: Option<&str>) -> Result<Array> {
         let Some(&(first_index, first)) = items.first() else {
-            return Err(DataError::Config {
-                field: "items",
-                reason: "cannot stack an empty list of arrays".to_string(),
-            });
+            return Err(ArrayError::EmptyStack);
         };
         let mut buffer = first.buffer.empty_like(first.numel() * items.len());
         for &(index, array) in items {
-            array.check().map_err(|e| DataError::Collate { index, reason: e.to_string() })?;
+            array.check().map_err(|e| ArrayError::Invalid { index, reason: e.to_string() })?;
             if array.shape != first.shape {
-                return Err(DataError::ShapeMismatch {
+                return Err(ArrayError::ShapeMismatch {
                     index,
                     shape: array.shape.clone(),
                     first_index,
@@ -136,45 +133,17 @@ impl Array {
                     key: key.map(str::to_string),
                 });
             }
-            buffer.extend_from(&array.buffer).map_err(|()| DataError::Collate {
+            buffer.extend_from(&array.buffer).map_err(|()| ArrayError::DTypeMismatch {
                 index,
-                reason: format!(
-                    "element type {:?} differs from the first sample's {:?}{}",
-                    array.buffer.kind(),
-                    first.buffer.kind(),
-                    key.map(|k| format!(" (key `{k}`)")).unwrap_or_default()
-                ),
+                dtype: array.buffer.dtype(),
+                first_dtype: first.buffer.dtype(),
+                key: key.map(str::to_string),
             })?;
         }
         let mut shape = Vec::with_capacity(first.shape.len() + 1);
         shape.push(items.len());
         shape.extend_from_slice(&first.shape);
         Ok(Array { buffer, shape })
-    }
-
-    /// A CPU tensor with this array's shape and elements (one copy into libtorch memory).
-    ///
-    /// With `pin_memory`, the tensor is allocated in pinned host memory where CUDA is usable
-    /// (ready for a non-blocking copy to the GPU), like PyTorch's `pin_memory=True`; on
-    /// CPU-only machines the flag is a no-op. Pinned blocks come from libtorch's caching host
-    /// allocator, so a batch's block is reused for a later batch once the batch is dropped and
-    /// the copies recorded on it have finished.
-    pub fn to_tensor(&self, pin_memory: bool) -> Result<Tensor> {
-        self.check()?;
-        let shape: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
-        let flat = match &self.buffer {
-            Buffer::U8(v) => Tensor::f_from_slice(v)?,
-            Buffer::F32(v) => Tensor::f_from_slice(v)?,
-            Buffer::I64(v) => Tensor::f_from_slice(v)?,
-        };
-        let tensor = flat.f_view(shape.as_slice())?;
-        if pin_memory && pinning_supported() {
-            let mut pinned = empty_pinned(&shape, self.buffer.kind())?;
-            pinned.f_copy_(&tensor)?;
-            Ok(pinned)
-        } else {
-            Ok(tensor)
-        }
     }
 }
 
@@ -186,7 +155,7 @@ mod tests {
     fn new_checks_the_length() {
         assert!(Array::from_f32(vec![0.0; 6], vec![2, 3]).is_ok());
         let err = Array::from_f32(vec![0.0; 5], vec![2, 3]).unwrap_err();
-        assert!(matches!(err, DataError::ArrayLength { expected: 6, len: 5, .. }), "{err}");
+        assert!(matches!(err, ArrayError::Length { expected: 6, len: 5, .. }), "{err}");
     }
 
     #[test]
@@ -206,6 +175,9 @@ mod tests {
         assert!(msg.contains("sample 9") && msg.contains("[3]") && msg.contains("sample 4"), "{msg}");
         let c = Array::from_f32(vec![3.0, 4.0], vec![2]).unwrap();
         let err = Array::stack(&[(4, &a), (7, &c)], Some("x")).unwrap_err();
-        assert!(matches!(err, DataError::Collate { index: 7, .. }), "{err}");
+        assert!(matches!(err, ArrayError::DTypeMismatch { index: 7, .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("float32") && msg.contains("uint8") && msg.contains("`x`"), "{msg}");
+        assert!(matches!(Array::stack(&[], None), Err(ArrayError::EmptyStack)));
     }
 }
