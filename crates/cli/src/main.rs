@@ -6,6 +6,7 @@ mod eval;
 mod export;
 mod loaded;
 mod predict;
+mod setup;
 mod summary;
 mod train;
 
@@ -35,6 +36,8 @@ enum Command {
     Doctor(doctor::Args),
     /// Write the synthetic demo image set (what `cargo xtask train-demo` trains on).
     DemoData(demo_data::Args),
+    /// Install libtorch 2.11.0 (once per machine) and point a Cargo project at it.
+    Setup(setup::Args),
 }
 
 fn main() {
@@ -47,6 +50,7 @@ fn main() {
         Command::Export(args) => export::run(args),
         Command::DemoData(args) => demo_data::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Setup(args) => setup::run(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");
