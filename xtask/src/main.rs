@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod libtorch;
 mod pyref;
+mod standalone;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -17,7 +18,10 @@ commands:
                           into the per-user cache, once, and link them into this workspace;
                           --cuda forces the full CUDA libtorch
   test [--cuda] [ARGS..]  setup, then run every test of the workspace (unit, integration, doc);
-                          ARGS after `--` go to `cargo test`
+                          ARGS after `--` go to `cargo test`; then check the crates as
+                          dependencies: vision and data without libtorch, the facade's
+                          features, and a project outside the workspace
+  crates                  setup, then only those crates-as-dependencies checks
   train-demo              setup, then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
   bench [--quick]         setup, then Torchlight against PyTorch on each workload, interleaved;
@@ -47,6 +51,11 @@ fn run() -> Result<()> {
     match command.as_str() {
         "setup" => setup(cuda).map(|_| ()),
         "test" => test(cuda, passthrough),
+        "crates" => {
+            setup(cuda)?;
+            let root = workspace_root();
+            standalone::check(&root, &target_dir(&root), cargo)
+        }
         "train-demo" => {
             setup(cuda)?;
             let root = workspace_root();
@@ -118,5 +127,7 @@ fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
     if !status.success() {
         bail!("tests failed ({status})");
     }
-    Ok(())
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+    standalone::check(&root, &target, cargo)
 }

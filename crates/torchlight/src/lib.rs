@@ -100,6 +100,38 @@ pub mod prelude {
     pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
 }
 
+/// Every crate's README example and those of `docs/using-the-crates.md`, compiled (and run,
+/// unless marked `no_run`) as doc tests, so the examples cannot drift from the code.
+#[cfg(all(doctest, feature = "train", feature = "export"))]
+mod readme_examples {
+    #[doc = include_str!("../README.md")]
+    struct Torchlight;
+    #[doc = include_str!("../../base/README.md")]
+    struct Base;
+    #[doc = include_str!("../../build/README.md")]
+    struct Build;
+    #[doc = include_str!("../../setup/README.md")]
+    struct Setup;
+    #[doc = include_str!("../../tensor/README.md")]
+    struct Tensor;
+    #[doc = include_str!("../../nn/README.md")]
+    struct Nn;
+    #[doc = include_str!("../../optim/README.md")]
+    struct Optim;
+    #[doc = include_str!("../../data/README.md")]
+    struct Data;
+    #[doc = include_str!("../../vision/README.md")]
+    struct Vision;
+    #[doc = include_str!("../../checkpoint/README.md")]
+    struct Checkpoint;
+    #[doc = include_str!("../../export/README.md")]
+    struct Export;
+    #[doc = include_str!("../../train/README.md")]
+    struct Train;
+    #[doc = include_str!("../../../docs/using-the-crates.md")]
+    struct UsingTheCrates;
+}
+
 #[cfg(all(test, feature = "nn"))]
 mod tests {
     #[test]

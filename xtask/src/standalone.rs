@@ -1,0 +1,190 @@
+//! The crates as dependencies, checked by `cargo xtask test` after the workspace's own tests:
+//!
+//! 1. no libtorch: `torchlight-vision`, `torchlight-data` without `tch` and `torchlight-base`
+//!    have no tch/torch-sys in their dependency tree, and build and pass their tests with
+//!    `LIBTORCH` pointing nowhere;
+//! 2. the facade's features: `cargo check` of `torchlight` with each feature alone;
+//! 3. another project: a throwaway crate under the system temp dir, outside this workspace and
+//!    its `.cargo/config.toml`, set up with nothing but the documented steps (`torchlight-setup`
+//!    in the project, `torchlight-build` in its build script), depending on the crates by
+//!    path and version as a published crate would, builds, runs a forward pass and its test.
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// The facade's features, each checked alone.
+const FACADE_FEATURES: &[&str] =
+    &["tensor", "nn", "optim", "data", "vision", "checkpoint", "export", "train"];
+
+/// Runs the three checks in order, printing what each cost.
+pub fn check(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<()> {
+    timed("no-libtorch crates", || no_libtorch(root, cargo))?;
+    timed("facade feature matrix", || facade_features(root, cargo))?;
+    timed("external project", || external_project(root, target, cargo))
+}
+
+fn timed(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    let start = Instant::now();
+    eprintln!("xtask: checking the {what}");
+    f()?;
+    eprintln!("xtask: {what}: ok ({:.0} s)", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn run(mut cmd: Command, what: &str) -> Result<String> {
+    let out = cmd.output().with_context(|| format!("could not start {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// vision, data without `tch` and base: no tch or torch-sys in the tree, and their tests pass
+/// with `LIBTORCH` pointing at a folder that does not exist (were torch-sys in the build, its
+/// build script would fail there).
+fn no_libtorch(root: &Path, cargo: fn() -> Command) -> Result<()> {
+    let packages = ["torchlight-base", "torchlight-data", "torchlight-vision"];
+    for package in packages {
+        let mut tree = cargo();
+        tree.current_dir(root).args([
+            "tree",
+            "--quiet",
+            "-e",
+            "normal,build,dev",
+            "--no-default-features",
+            "-p",
+            package,
+        ]);
+        let text = run(tree, &format!("cargo tree -p {package}"))?;
+        if let Some(line) = text.lines().find(|l| l.contains(" tch v") || l.contains("torch-sys v")) {
+            bail!(
+                "{package} without default features must not depend on libtorch, but its tree has `{}`",
+                line.trim()
+            );
+        }
+    }
+    let mut test = cargo();
+    test.current_dir(root).args(["test", "--quiet", "--no-default-features"]);
+    for package in packages {
+        test.args(["-p", package]);
+    }
+    test.env("LIBTORCH", root.join("target/no-libtorch-here"));
+    run(test, "the no-libtorch tests (vision, data without tch, base)").map(drop)
+}
+
+/// `cargo check -p torchlight --no-default-features --features F` for each feature, and none.
+fn facade_features(root: &Path, cargo: fn() -> Command) -> Result<()> {
+    for features in std::iter::once("").chain(FACADE_FEATURES.iter().copied()) {
+        let mut check = cargo();
+        check.current_dir(root).args(["check", "--quiet", "-p", "torchlight", "--no-default-features"]);
+        if !features.is_empty() {
+            check.args(["--features", features]);
+        }
+        let shown = if features.is_empty() { "no features" } else { features };
+        run(check, &format!("cargo check of the facade with {shown}"))?;
+    }
+    Ok(())
+}
+
+const EXTERNAL_MAIN: &str = r#"//! A user's program: Torchlight as a dependency, a forward pass, a batch from a DataLoader.
+use torchlight::prelude::*;
+
+fn model() -> Sequential {
+    Sequential::new().add(Linear::new(4, 8, true)).add(ReLU).add(Linear::new(8, 3, true))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    seed_everything(7);
+    let x = Tensor::randn([10, 4], (Kind::Float, Device::Cpu));
+    let y = Tensor::from_slice(&[0i64, 1, 2, 0, 1, 2, 0, 1, 2, 0]);
+    let mut loader = DataLoader::builder(TensorDataset::new((x, y))?).batch_size(4).build()?;
+    let (xb, yb) = loader.epoch(0).next().expect("a batch")?;
+    let logits = model().forward_t(&xb, false);
+    let loss = CrossEntropyLoss::new().forward(&logits, &yb)?;
+    println!("forward ok: logits {:?}, loss {:.4}", logits.size(), loss.double_value(&[]));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_model_maps_4_features_to_3_logits() {
+        use torchlight::prelude::*;
+        let logits = super::model().forward_t(&Tensor::zeros([2, 4], (Kind::Float, Device::Cpu)), false);
+        assert_eq!(logits.size(), [2, 3]);
+    }
+}
+"#;
+
+/// A throwaway project under the system temp dir (outside this workspace, so none of its
+/// `.cargo/config.toml` applies), configured by `torchlight-setup` alone.
+///
+/// It shares this workspace's target dir, so only the facade and the project itself compile:
+/// `torchlight-setup` is given the workspace's `LIBTORCH` (as a user's own `LIBTORCH` would
+/// be) and writes that path into the project's config, so torch-sys sees the same value as in
+/// the workspace build and is not rebuilt. The project gets the workspace's Cargo.lock, so it
+/// resolves the same versions, offline.
+fn external_project(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<()> {
+    let project = std::env::temp_dir().join(format!("torchlight-external-{:08x}", path_hash(root)));
+    if project.exists() {
+        std::fs::remove_dir_all(&project).with_context(|| format!("cannot clear {}", project.display()))?;
+    }
+    std::fs::create_dir_all(project.join("src"))?;
+    let version = "0.1.0";
+    let dep = |name: &str, dir: &str| {
+        format!("{name} = {{ version = \"{version}\", path = \"{}\"", root.join("crates").join(dir).display())
+    };
+    let manifest = format!(
+        "[package]\nname = \"torchlight-external-check\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
+         [dependencies]\n{}, default-features = false, features = [\"nn\", \"data\"] }}\n\n\
+         [build-dependencies]\n{} }}\n\n[workspace]\n",
+        dep("torchlight", "torchlight"),
+        dep("torchlight-build", "build"),
+    );
+    std::fs::write(project.join("Cargo.toml"), manifest)?;
+    std::fs::write(project.join("build.rs"), "fn main() {\n    torchlight_build::link_libtorch();\n}\n")?;
+    std::fs::write(project.join("src/main.rs"), EXTERNAL_MAIN)?;
+    std::fs::copy(root.join("Cargo.lock"), project.join("Cargo.lock"))?;
+
+    // The documented step: `torchlight-setup` in the project.
+    let mut setup = cargo();
+    setup
+        .current_dir(root)
+        .args(["run", "--quiet", "-p", "torchlight-setup", "--", "--project"])
+        .arg(&project)
+        .env("LIBTORCH", root.join(".libtorch/torch"));
+    run(setup, "torchlight-setup in the external project")?;
+
+    for (verb, what) in
+        [("run", "cargo run in the external project"), ("test", "cargo test in the external project")]
+    {
+        let mut cmd = cargo();
+        cmd.current_dir(&project)
+            .args([verb, "--quiet", "--offline"])
+            .env("CARGO_TARGET_DIR", target)
+            // Nothing from this workspace's environment: the project's own config must do.
+            .env_remove("LIBTORCH")
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("CARGO_MANIFEST_DIR");
+        let out = run(cmd, what)?;
+        if verb == "run" && !out.contains("forward ok: logits [4, 3]") {
+            bail!("the external project printed {out:?}, not its forward pass");
+        }
+    }
+    std::fs::remove_dir_all(&project).with_context(|| format!("cannot remove {}", project.display()))
+}
+
+/// A stable hash of a path (FNV-1a), so two checkouts get two project folders.
+fn path_hash(path: &Path) -> u32 {
+    path.as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
