@@ -127,7 +127,10 @@ fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
     if !status.success() {
         bail!("tests failed ({status})");
     }
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
-    standalone::check(&root, &target, cargo)
+    standalone::check(&root, &target_dir(&root), cargo)
+}
+
+/// Where cargo builds: `$CARGO_TARGET_DIR`, else `<root>/target`.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
 }
