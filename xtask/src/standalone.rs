@@ -3,7 +3,8 @@
 //! 1. no libtorch: `torchlight-vision`, `torchlight-data` without `tch` and `torchlight-base`
 //!    have no tch/torch-sys in their dependency tree, and build and pass their tests with
 //!    `LIBTORCH` pointing nowhere;
-//! 2. the facade's features: `cargo check` of `torchlight` with each feature alone;
+//! 2. the facade's features: `torchlight` builds with each feature alone (`cargo build`, not
+//!    `cargo check`, so the libraries the test run has just built are reused);
 //! 3. another project: a throwaway crate under the system temp dir, outside this workspace and
 //!    its `.cargo/config.toml`, set up with nothing but the documented steps (`torchlight-setup`
 //!    in the project, `torchlight-build` in its build script), depending on the crates by
@@ -79,16 +80,18 @@ fn no_libtorch(root: &Path, cargo: fn() -> Command) -> Result<()> {
     run(test, "the no-libtorch tests (vision, data without tch, base)").map(drop)
 }
 
-/// `cargo check -p torchlight --no-default-features --features F` for each feature, and none.
+/// `cargo build -p torchlight --no-default-features --features F` for each feature, and none.
+/// A build rather than a check: `cargo check` would compile metadata for tch and every other
+/// dependency anew, while a build reuses the libraries the test run has just built.
 fn facade_features(root: &Path, cargo: fn() -> Command) -> Result<()> {
     for features in std::iter::once("").chain(FACADE_FEATURES.iter().copied()) {
-        let mut check = cargo();
-        check.current_dir(root).args(["check", "--quiet", "-p", "torchlight", "--no-default-features"]);
+        let mut build = cargo();
+        build.current_dir(root).args(["build", "--quiet", "-p", "torchlight", "--no-default-features"]);
         if !features.is_empty() {
-            check.args(["--features", features]);
+            build.args(["--features", features]);
         }
         let shown = if features.is_empty() { "no features" } else { features };
-        run(check, &format!("cargo check of the facade with {shown}"))?;
+        run(build, &format!("the facade with {shown}"))?;
     }
     Ok(())
 }
