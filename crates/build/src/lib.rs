@@ -27,6 +27,9 @@
 //! the build in one line saying what to run, before torch-sys's C++ build fails in two screens
 //! of compiler errors.
 
+// The example is a build script: its `fn main` is the point.
+#![allow(clippy::needless_doctest_main)]
+
 mod preflight;
 
 use std::env;

@@ -14,7 +14,7 @@ use torchlight_base::seed::Rng;
 /// A sample may be plain buffers ([`Array`](crate::Array)) or, with the `tch` feature, tch
 /// tensors: `Tensor` is `Send`, so a worker can make one and hand it over, but not `Sync`, so
 /// a dataset cannot *hold* tensors; keep the data as plain buffers, as
-/// [`TensorDataset`](crate::TensorDataset) does, and build tensors in `get`.
+/// `TensorDataset` does, and build tensors in `get`.
 pub trait Dataset: Send + Sync {
     /// One sample, e.g. an image and its label.
     type Item: Send + 'static;

@@ -9,17 +9,17 @@
 //!   [`Collate`] into tensors (pinned on request), failing samples as errors or skipped,
 //!   data-stall time per epoch ([`EpochStats`]).
 //! - What a dataset author needs: [`Rng`] (the generator `get` draws from), [`rng_from_seed`],
-//!   [`seed_everything`], and the [`rand`] crate for its `Rng` trait
+//!   `seed_everything` (with `tch`), and the [`rand`] crate for its `Rng` trait
 //!   (`use torchlight_data::rand::Rng as _;`).
 //!
 //! Samples are plain host buffers ([`Array`]), which workers stack and the thread that
 //! iterates turns into one tensor per batch, or tch tensors, which workers make and stack
 //! (`Tensor` is `Send` but not `Sync`, tch-rs issue 752, so tensors move between threads but are
-//! never shared). [`TensorDataset`] holds in-memory tensors as bytes.
+//! never shared). `TensorDataset` (with `tch`) holds in-memory tensors as bytes.
 //!
 //! # Features
-//! - `tch` (default): tensor batches ([`DefaultCollate`]), pinned memory, [`TensorDataset`],
-//!   [`ArrayToTensor`], [`seed_everything`]; needs libtorch. Without it the crate builds on
+//! - `tch` (default): tensor batches ([`DefaultCollate`]), pinned memory, `TensorDataset`,
+//!   `ArrayToTensor`, `seed_everything`; needs libtorch. Without it the crate builds on
 //!   `torchlight-base` alone, with no libtorch anywhere: datasets, splits, samplers and the
 //!   DataLoader with [`ArrayCollate`], whose `Array` batches can feed any engine.
 //! - `cuda-tests`: this crate's GPU tests.
