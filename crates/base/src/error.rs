@@ -1,8 +1,8 @@
 //! The base crate's error type: what can be wrong with an [`Array`](crate::Array).
 
-/// An [`Array`](crate::Array) that is inconsistent, or a list of arrays that cannot be stacked.
-/// Every variant names the sample (and key) at fault; `torchlight_data::DataError` converts
-/// from it variant by variant.
+/// An [`Array`](crate::Array) that is inconsistent, or samples that cannot be stacked into one
+/// batch (arrays, or tensors in `torchlight-data`). Every variant names the sample (and key) at
+/// fault; `torchlight_data::DataError::Array` carries it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ArrayError {

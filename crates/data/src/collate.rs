@@ -38,8 +38,9 @@ pub trait Collate<Item>: Send + Sync + 'static {
 /// - `BTreeMap<String, Array>` -> `BTreeMap<String, Array>`; every sample must have the first
 ///   sample's keys.
 ///
-/// Samples of different shapes fail with [`DataError::ShapeMismatch`], naming both samples'
-/// indices and shapes; `pin_memory` does nothing here.
+/// Samples of different shapes fail with [`ArrayError::ShapeMismatch`](crate::ArrayError::ShapeMismatch) (inside
+/// [`DataError::Array`]), naming both samples' indices and shapes; `pin_memory` does nothing
+/// here.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ArrayCollate;
 
@@ -101,9 +102,10 @@ impl Collate<BTreeMap<String, Array>> for ArrayCollate {
 /// Keyed samples must all have the first sample's keys. `Array` samples are stacked into one
 /// host buffer by the worker and become a tensor on the consuming thread; tensor samples are
 /// stacked by the worker that loaded them (`torch.stack`; tensors are `Send`) and only pinned
-/// on the consuming thread. Samples of different shapes fail with
-/// [`DataError::ShapeMismatch`], naming both samples' indices and shapes; other element types
-/// or devices with [`DataError::Collate`].
+/// on the consuming thread. Samples of different shapes fail with [`ArrayError::ShapeMismatch`](crate::ArrayError::ShapeMismatch)
+/// (inside [`DataError::Array`]), naming both samples' indices and shapes; `Array`s of other
+/// element types with [`ArrayError::DTypeMismatch`](crate::ArrayError::DTypeMismatch); tensors of other element types or devices
+/// with [`DataError::Collate`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultCollate;
 
@@ -147,6 +149,7 @@ pub(crate) fn stack_keyed<T, S>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use torchlight_base::ArrayError;
 
     fn keyed(index: usize, keys: &[&str]) -> (usize, BTreeMap<String, Array>) {
         let map = keys
@@ -178,6 +181,9 @@ mod tests {
         let a = Array::from_u8(vec![1, 2], vec![2]).unwrap();
         let b = Array::from_u8(vec![1, 2, 3], vec![3]).unwrap();
         let err = ArrayCollate.stage(vec![(5, a), (6, b)]).unwrap_err();
-        assert!(matches!(err, DataError::ShapeMismatch { index: 6, first_index: 5, .. }), "{err}");
+        assert!(
+            matches!(err, DataError::Array(ArrayError::ShapeMismatch { index: 6, first_index: 5, .. })),
+            "{err}"
+        );
     }
 }

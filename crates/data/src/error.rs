@@ -34,33 +34,13 @@ pub enum DataError {
         /// Why it is invalid.
         reason: String,
     },
-    /// An [`Array`](crate::Array) whose buffer length does not match its shape.
-    #[error("array of shape {shape:?} needs {expected} elements but its buffer holds {len}")]
-    ArrayLength {
-        /// The shape.
-        shape: Vec<usize>,
-        /// The number of elements the shape needs.
-        expected: usize,
-        /// The number of elements in the buffer.
-        len: usize,
-    },
-    /// Two samples of one batch have different shapes, so they cannot be stacked
-    /// (PyTorch's `default_collate` raises "stack expects each tensor to be equal size").
-    #[error("sample {index} has shape {shape:?} but sample {first_index}, the first of its batch, has shape {first_shape:?}{}", key.as_ref().map(|k| format!(" (key `{k}`)")).unwrap_or_default())]
-    ShapeMismatch {
-        /// The sample whose shape differs from the first.
-        index: usize,
-        /// Its shape.
-        shape: Vec<usize>,
-        /// The first sample of the batch.
-        first_index: usize,
-        /// The first sample's shape.
-        first_shape: Vec<usize>,
-        /// The key, for keyed (map) samples.
-        key: Option<String>,
-    },
+    /// An inconsistent [`Array`](crate::Array), or samples of one batch with different shapes
+    /// (PyTorch's `default_collate` raises "stack expects each tensor to be equal size") or
+    /// element types; for tensor samples too. The variant names the samples (and key) at fault.
+    #[error(transparent)]
+    Array(#[from] ArrayError),
     /// A sample that cannot be collated with the rest of its batch for a reason other than its
-    /// shape (another element type, a missing key).
+    /// shape (other keys; a tensor of another element type or device).
     #[error("sample {index} cannot be collated: {reason}")]
     Collate {
         /// The sample at fault.
@@ -93,9 +73,6 @@ pub enum DataError {
     /// A loader worker thread could not be started.
     #[error("cannot start a loader worker thread: {0}")]
     Spawn(std::io::Error),
-    /// An [`ArrayError`] with no more specific variant above.
-    #[error(transparent)]
-    Array(ArrayError),
     /// A libtorch error while building batch tensors.
     #[cfg(feature = "tch")]
     #[error("building batch tensors: {0}")]
@@ -104,27 +81,6 @@ pub enum DataError {
     #[cfg(feature = "tch")]
     #[error("building batch tensors: {0}")]
     Tch(#[from] tch::TchError),
-}
-
-/// Each [`ArrayError`] becomes the `DataError` variant of the same meaning, so callers match
-/// on one type whether an array was checked in a dataset or stacked by a collate.
-impl From<ArrayError> for DataError {
-    fn from(error: ArrayError) -> Self {
-        match error {
-            ArrayError::Length { shape, expected, len } => DataError::ArrayLength { shape, expected, len },
-            ArrayError::ShapeMismatch { index, shape, first_index, first_shape, key } => {
-                DataError::ShapeMismatch { index, shape, first_index, first_shape, key }
-            }
-            ArrayError::EmptyStack => DataError::Config {
-                field: "items",
-                reason: "cannot stack an empty list of arrays".to_string(),
-            },
-            ArrayError::DTypeMismatch { index, .. } | ArrayError::Invalid { index, .. } => {
-                DataError::Collate { index, reason: error.to_string() }
-            }
-            other => DataError::Array(other),
-        }
-    }
 }
 
 /// `Result` with [`DataError`].

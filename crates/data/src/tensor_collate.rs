@@ -5,7 +5,7 @@ use crate::collate::{labels, stack_keyed, ArrayCollate, Collate, DefaultCollate}
 use crate::error::{DataError, Result};
 use std::collections::BTreeMap;
 use tch::{Kind, Tensor};
-use torchlight_base::{Array, Buffer};
+use torchlight_base::{Array, ArrayError, Buffer};
 use torchlight_tensor::{empty_pinned, pin_memory, pinning_supported};
 
 /// Turning an [`Array`] into a tch tensor.
@@ -156,13 +156,14 @@ fn stack_tensors(items: &[(usize, &Tensor)], key: Option<&str>) -> Result<Tensor
     let in_key = || key.map(|k| format!(" (key `{k}`)")).unwrap_or_default();
     for &(index, tensor) in items {
         if tensor.size() != shape {
-            return Err(DataError::ShapeMismatch {
+            return Err(ArrayError::ShapeMismatch {
                 index,
                 shape: tensor.size().iter().map(|&d| d as usize).collect(),
                 first_index,
                 first_shape: shape.iter().map(|&d| d as usize).collect(),
                 key: key.map(str::to_string),
-            });
+            }
+            .into());
         }
         if tensor.kind() != kind {
             return Err(DataError::Collate {

@@ -2,7 +2,7 @@
 
 use crate::common::f32s;
 use std::collections::BTreeMap;
-use torchlight_data::{Array, DataError, DataLoader, Dataset, Result};
+use torchlight_data::{Array, ArrayError, DataError, DataLoader, Dataset, Result};
 use torchlight_tensor::seed::Rng;
 
 /// Sample `i`: `{"image": F32 [2, 2] of i, "mask": U8 [2, 2] of i}`.
@@ -60,7 +60,7 @@ fn a_shape_mismatch_names_the_samples_and_shapes() {
         assert!(results[0].is_ok());
         let err = results[1].as_ref().expect_err("batch 1 holds the ragged sample");
         match err {
-            DataError::ShapeMismatch { index, shape, first_index, first_shape, key } => {
+            DataError::Array(ArrayError::ShapeMismatch { index, shape, first_index, first_shape, key }) => {
                 assert_eq!((*index, *first_index), (4, 3));
                 assert_eq!((shape.clone(), first_shape.clone(), key.clone()), (vec![3], vec![2], None));
                 let msg = err.to_string();

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use tch::{Kind, Tensor};
 use torchlight_data::rand::Rng as _;
-use torchlight_data::{DataError, DataLoader, Dataset, DatasetExt, Result, Rng, TensorDataset};
+use torchlight_data::{ArrayError, DataError, DataLoader, Dataset, DatasetExt, Result, Rng, TensorDataset};
 use torchlight_tensor::{is_pinned, pinning_supported};
 
 fn fixtures() -> HashMap<String, Tensor> {
@@ -148,7 +148,7 @@ fn tensor_samples_that_cannot_be_stacked_are_named() {
             other => panic!("expected a dtype error for sample 2, got {other:?}"),
         }
         match &results[1] {
-            Err(e @ DataError::ShapeMismatch { index: 4, first_index: 3, .. }) => {
+            Err(e @ DataError::Array(ArrayError::ShapeMismatch { index: 4, first_index: 3, .. })) => {
                 assert!(e.to_string().contains("sample 4 has shape [3]"), "{e}")
             }
             other => panic!("expected a shape mismatch at sample 4, got {other:?}"),
