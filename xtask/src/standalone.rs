@@ -8,10 +8,12 @@
 //! 3. another project: a throwaway crate under the system temp dir, outside this workspace and
 //!    its `.cargo/config.toml`, set up with nothing but the documented steps (`torchlight-setup`
 //!    in the project, `torchlight-build` in its build script), depending on the crates by
-//!    path and version as a published crate would, builds, runs a forward pass and its test.
+//!    path and version as a published crate would, builds, runs a forward pass and its test;
+//! 4. the same project before set-up: with `LIBTORCH` naming no libtorch, the build stops in
+//!    one line saying what to run, before torch-sys's C++ build starts.
 
 use anyhow::{bail, Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
@@ -23,15 +25,17 @@ const FACADE_FEATURES: &[&str] =
 pub fn check(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<()> {
     timed("no-libtorch crates", || no_libtorch(root, cargo))?;
     timed("facade feature matrix", || facade_features(root, cargo))?;
-    timed("external project", || external_project(root, target, cargo))
+    let project = timed("external project", || external_project(root, target, cargo))?;
+    timed("missing-libtorch message", || missing_libtorch(root, &project, cargo))?;
+    std::fs::remove_dir_all(&project).with_context(|| format!("cannot remove {}", project.display()))
 }
 
-fn timed(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+fn timed<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let start = Instant::now();
     eprintln!("xtask: checking the {what}");
-    f()?;
+    let value = f()?;
     eprintln!("xtask: {what}: ok ({:.0} s)", start.elapsed().as_secs_f64());
-    Ok(())
+    Ok(value)
 }
 
 fn run(mut cmd: Command, what: &str) -> Result<String> {
@@ -134,7 +138,7 @@ mod tests {
 /// be) and writes that path into the project's config, so torch-sys sees the same value as in
 /// the workspace build and is not rebuilt. The project gets the workspace's Cargo.lock, so it
 /// resolves the same versions, offline.
-fn external_project(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<()> {
+fn external_project(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<PathBuf> {
     let project = std::env::temp_dir().join(format!("torchlight-external-{:08x}", path_hash(root)));
     if project.exists() {
         std::fs::remove_dir_all(&project).with_context(|| format!("cannot clear {}", project.display()))?;
@@ -181,7 +185,38 @@ fn external_project(root: &Path, target: &Path, cargo: fn() -> Command) -> Resul
             bail!("the external project printed {out:?}, not its forward pass");
         }
     }
-    std::fs::remove_dir_all(&project).with_context(|| format!("cannot remove {}", project.display()))
+    Ok(project)
+}
+
+/// The external project without its config (as before `torchlight-setup`) and with `LIBTORCH`
+/// naming no libtorch: the build must fail with torchlight-build's one-line message, and
+/// torch-sys's C++ build must not have started. Built in its own, emptied target dir: from
+/// scratch, as a new user builds (with torch-sys's build script already compiled from an
+/// earlier run the two scripts would start together), and the shared target dir's torch-sys
+/// stays intact.
+fn missing_libtorch(root: &Path, project: &Path, cargo: fn() -> Command) -> Result<()> {
+    std::fs::remove_dir_all(project.join(".cargo"))?;
+    let nowhere = root.join("target/no-libtorch-here");
+    let scratch = root.join("target/missing-libtorch-check");
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch).with_context(|| format!("cannot clear {}", scratch.display()))?;
+    }
+    let mut build = cargo();
+    build
+        .current_dir(project)
+        .args(["build", "--offline"])
+        .env("CARGO_TARGET_DIR", &scratch)
+        .env("LIBTORCH", &nowhere);
+    let out = build.output().context("could not start cargo build")?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let expected = format!("LIBTORCH={} is not a libtorch folder", nowhere.display());
+    let Some(line) = stderr.lines().find(|l| l.contains(&expected)) else {
+        bail!("without libtorch the build should stop with torchlight-build's message; it said:\n{stderr}");
+    };
+    if out.status.success() || !line.contains("torchlight-setup") || stderr.contains("torch.h") {
+        bail!("without libtorch the build should stop at the preflight, before torch-sys's C++ build:\n{stderr}");
+    }
+    std::fs::remove_dir_all(&scratch).with_context(|| format!("cannot remove {}", scratch.display()))
 }
 
 /// A stable hash of a path (FNV-1a), so two checkouts get two project folders.
