@@ -53,13 +53,14 @@ pub struct Epoch<'a, D: Dataset + 'static, C: Collate<D::Item>> {
 }
 
 impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
-    pub(crate) fn new(loader: &'a mut DataLoader<D, C>, epoch: u64) -> Self {
+    pub(crate) fn new(loader: &'a mut DataLoader<D, C>, epoch: u64, first_batch: usize) -> Self {
         let started = Instant::now();
         let generation = loader.shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
         let batches = loader.batch_sampler.batches(epoch);
+        let first_batch = first_batch.min(batches.len());
         let mut own_pool = None;
         let mut pending_error = None;
-        if loader.num_workers > 0 && !batches.is_empty() {
+        if loader.num_workers > 0 && first_batch < batches.len() {
             let spawned = if loader.persistent_workers && loader.pool.is_some() {
                 Ok(None)
             } else {
@@ -77,8 +78,8 @@ impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
             epoch,
             generation,
             batches,
-            next_seq: 0,
-            next_dispatch: 0,
+            next_seq: first_batch,
+            next_dispatch: first_batch,
             reorder: BTreeMap::new(),
             pending_error,
             stats: EpochStats { epoch, ..EpochStats::default() },

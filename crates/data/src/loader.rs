@@ -250,7 +250,14 @@ impl<D: Dataset + 'static, C: Collate<D::Item>> DataLoader<D, C> {
     /// Its statistics (data-stall time, skipped samples) are in [`Epoch::stats`] and, once it
     /// is dropped, in [`DataLoader::last_epoch_stats`].
     pub fn epoch(&mut self, epoch: u64) -> Epoch<'_, D, C> {
-        Epoch::new(self, epoch)
+        Epoch::new(self, epoch, 0)
+    }
+
+    /// The batches of epoch `epoch` from batch index `first_batch` on: the same batches as
+    /// `epoch(epoch).skip(first_batch)`, but the skipped ones are neither loaded nor yielded.
+    /// This is how a training loop resumes mid-epoch at the exact batch.
+    pub fn epoch_from(&mut self, epoch: u64, first_batch: usize) -> Epoch<'_, D, C> {
+        Epoch::new(self, epoch, first_batch)
     }
 
     /// Same as [`DataLoader::epoch`].

@@ -17,6 +17,7 @@ mod loss;
 mod module;
 mod pooling;
 mod pth;
+mod registry;
 mod resnet;
 mod sequential;
 mod state_dict;
@@ -28,13 +29,14 @@ pub use dropout::Dropout;
 pub use error::{NnError, Result};
 pub use flatten::{Flatten, Identity};
 pub use linear::Linear;
-pub use loss::{BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, Reduction};
+pub use loss::{BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, Reduction};
 pub use module::{
     count_parameters, freeze, freeze_all_but, named_buffers, named_parameters, named_tensors, state_dict,
     summary_table, to_device, unfreeze, visit_modules, Module, OwnTensor, ParamCount, Role,
 };
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use pth::read_pth;
+pub use registry::{architecture, architecture_names, register_architecture, Architecture};
 pub use resnet::{
     resnet101, resnet152, resnet18, resnet34, resnet50, resnet_by_name, BasicBlock, BlockKind, Bottleneck,
     ResNet,
