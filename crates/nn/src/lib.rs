@@ -5,6 +5,12 @@
 //! (children, parameters, buffers) from which naming, counting, freezing, initialisation and
 //! loading are derived.
 
+// `#[derive(Module)]` names this crate `::torchlight_nn`, also inside it.
+extern crate self as torchlight_nn;
+
+#[doc(hidden)]
+#[path = "derive_support.rs"]
+pub mod __derive;
 mod activation;
 mod batch_norm;
 mod conv;
@@ -15,11 +21,15 @@ pub mod init;
 mod linear;
 mod loss;
 mod module;
+mod module_dict;
+mod module_list;
+mod options;
 mod pooling;
 mod pth;
 mod resnet;
 mod sequential;
 mod state_dict;
+mod var_store;
 
 pub use activation::{LeakyReLU, ReLU, SiLU, Sigmoid, Tanh, GELU};
 pub use batch_norm::{BatchNorm2d, BatchNormConfig};
@@ -33,14 +43,18 @@ pub use module::{
     count_parameters, freeze, freeze_all_but, named_buffers, named_parameters, named_tensors, state_dict,
     summary_table, to_device, unfreeze, visit_modules, Module, OwnTensor, ParamCount, Role,
 };
+pub use module_dict::ModuleDict;
+pub use module_list::ModuleList;
+pub use options::LayerOptions;
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use pth::read_pth;
 pub use resnet::{
-    resnet101, resnet152, resnet18, resnet34, resnet50, resnet_by_name, BasicBlock, BlockKind, Bottleneck,
-    ResNet,
+    resnet101, resnet101_on, resnet152, resnet152_on, resnet18, resnet18_on, resnet34, resnet34_on, resnet50,
+    resnet50_on, resnet_by_name, resnet_by_name_on, BasicBlock, BlockKind, Bottleneck, ResNet,
 };
 pub use sequential::Sequential;
 pub use state_dict::{
     load_state_dict, load_weights, read_safetensors, read_weights, save_safetensors, LoadOptions, LoadReport,
 };
 pub use tch::nn::ModuleT;
+pub use var_store::VarStoreModule;
