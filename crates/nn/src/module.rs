@@ -114,6 +114,15 @@ pub(crate) fn check_child_name<'a>(
     Err(NnError::ModuleName { container, name: name.to_string(), reason })
 }
 
+/// Applies `modules` one after the other (the forward pass of the containers).
+pub(crate) fn forward_in_order<'a>(
+    modules: impl Iterator<Item = &'a dyn Module>,
+    xs: &Tensor,
+    train: bool,
+) -> Tensor {
+    modules.fold(xs.shallow_clone(), |out, m| m.forward_t(&out, train))
+}
+
 /// Joins a prefix and a name with `.`, as PyTorch's state_dict keys are formed.
 pub(crate) fn join(prefix: &str, name: &str) -> String {
     if prefix.is_empty() {

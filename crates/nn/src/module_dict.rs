@@ -2,7 +2,7 @@
 //! (`torch.nn.ModuleDict`).
 
 use crate::error::Result;
-use crate::module::{check_child_name, Module};
+use crate::module::{check_child_name, forward_in_order, Module};
 use std::any::Any;
 use tch::Tensor;
 
@@ -97,11 +97,7 @@ impl<M: Module> ModuleDict<M> {
 
 impl<M: Module> tch::nn::ModuleT for ModuleDict<M> {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let mut out = xs.shallow_clone();
-        for (_, module) in &self.entries {
-            out = module.forward_t(&out, train);
-        }
-        out
+        forward_in_order(self.entries.iter().map(|(_, m)| m as &dyn Module), xs, train)
     }
 }
 

@@ -1,6 +1,6 @@
 //! `ModuleList`: modules named by their position (`torch.nn.ModuleList`).
 
-use crate::module::Module;
+use crate::module::{forward_in_order, Module};
 use std::any::Any;
 use tch::Tensor;
 
@@ -102,11 +102,7 @@ impl<M: Module> std::ops::Index<usize> for ModuleList<M> {
 
 impl<M: Module> tch::nn::ModuleT for ModuleList<M> {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let mut out = xs.shallow_clone();
-        for module in &self.modules {
-            out = module.forward_t(&out, train);
-        }
-        out
+        forward_in_order(self.modules.iter().map(|m| m as &dyn Module), xs, train)
     }
 }
 

@@ -1,7 +1,7 @@
 //! `Sequential`: named children applied in order.
 
 use crate::error::Result;
-use crate::module::{check_child_name, Module};
+use crate::module::{check_child_name, forward_in_order, Module};
 use std::any::Any;
 use tch::Tensor;
 
@@ -90,11 +90,7 @@ impl Sequential {
 
 impl tch::nn::ModuleT for Sequential {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let mut out = xs.shallow_clone();
-        for (_, layer) in &self.layers {
-            out = layer.forward_t(&out, train);
-        }
-        out
+        forward_in_order(self.layers.iter().map(|(_, m)| m.as_ref()), xs, train)
     }
 }
 
