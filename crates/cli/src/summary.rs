@@ -21,7 +21,7 @@ pub fn run(args: Args) -> Result<()> {
     let arch = architecture(&args.model).ok_or_else(|| {
         anyhow!("unknown model `{}`; one of {}", args.model, architecture_names().join(", "))
     })?;
-    let model = (arch.build)(args.num_classes);
+    let model = arch.build_default(args.num_classes);
     if args.frozen_backbone {
         freeze_all_but(model.as_ref(), arch.head);
     }

@@ -3,7 +3,8 @@
 //! program can add its own.
 
 use crate::module::Module;
-use crate::resnet::{resnet101, resnet152, resnet18, resnet34, resnet50};
+use crate::options::LayerOptions;
+use crate::resnet::{resnet101_on, resnet152_on, resnet18_on, resnet34_on, resnet50_on};
 use std::sync::RwLock;
 
 /// A named architecture: how to build it with `num_classes` outputs, and which parameters form
@@ -15,20 +16,26 @@ pub struct Architecture {
     pub name: &'static str,
     /// The `state_dict` key prefix of the head, with its trailing dot (`fc.`).
     pub head: &'static str,
-    /// Builds the model with freshly initialised weights and a `num_classes`-way head.
-    pub build: fn(num_classes: i64) -> Box<dyn Module>,
+    /// Builds the model with a `num_classes`-way head, its tensors created on the options'
+    /// dtype and device, randomly initialised unless the options skip it (for weights loaded
+    /// right after).
+    pub build: fn(num_classes: i64, options: LayerOptions) -> Box<dyn Module>,
 }
 
-fn boxed<M: Module>(m: M) -> Box<dyn Module> {
-    Box::new(m)
+impl Architecture {
+    /// Builds it on the CPU in float32, randomly initialised (as `torchvision.models.NAME(
+    /// num_classes=...)`).
+    pub fn build_default(&self, num_classes: i64) -> Box<dyn Module> {
+        (self.build)(num_classes, LayerOptions::default())
+    }
 }
 
 const BUILT_IN: &[Architecture] = &[
-    Architecture { name: "resnet18", head: "fc.", build: |c| boxed(resnet18(c)) },
-    Architecture { name: "resnet34", head: "fc.", build: |c| boxed(resnet34(c)) },
-    Architecture { name: "resnet50", head: "fc.", build: |c| boxed(resnet50(c)) },
-    Architecture { name: "resnet101", head: "fc.", build: |c| boxed(resnet101(c)) },
-    Architecture { name: "resnet152", head: "fc.", build: |c| boxed(resnet152(c)) },
+    Architecture { name: "resnet18", head: "fc.", build: |c, o| Box::new(resnet18_on(c, o)) },
+    Architecture { name: "resnet34", head: "fc.", build: |c, o| Box::new(resnet34_on(c, o)) },
+    Architecture { name: "resnet50", head: "fc.", build: |c, o| Box::new(resnet50_on(c, o)) },
+    Architecture { name: "resnet101", head: "fc.", build: |c, o| Box::new(resnet101_on(c, o)) },
+    Architecture { name: "resnet152", head: "fc.", build: |c, o| Box::new(resnet152_on(c, o)) },
 ];
 
 static REGISTERED: RwLock<Vec<Architecture>> = RwLock::new(Vec::new());
@@ -77,11 +84,11 @@ mod tests {
     fn built_ins_and_registered_architectures_are_found_by_name() {
         assert_eq!(architecture("resnet34").map(|a| a.head), Some("fc."));
         assert!(architecture("nope").is_none());
-        let tiny = Architecture { name: "test-identity", head: "", build: |_| Box::new(Identity) };
+        let tiny = Architecture { name: "test-identity", head: "", build: |_, _| Box::new(Identity) };
         assert!(register_architecture(tiny));
         assert!(!register_architecture(tiny), "a second registration replaces");
         assert!(architecture_names().contains(&"test-identity"));
         assert!(!register_architecture(Architecture { name: "resnet18", ..tiny }), "built-ins stay");
-        assert_eq!((architecture("test-identity").unwrap().build)(3).kind(), "Identity");
+        assert_eq!(architecture("test-identity").unwrap().build_default(3).kind(), "Identity");
     }
 }

@@ -6,10 +6,10 @@ use crate::config::{OptimizerKind, SchedulerConfig, TrainConfig};
 use crate::error::{Result, TrainError};
 use crate::trainer::Interval;
 use serde::{Deserialize, Serialize};
-use tch::Device;
+use tch::{Device, Kind};
 use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::{
-    architecture, load_weights, named_parameters, to_device, Architecture, LoadOptions, Module,
+    architecture, load_weights, named_parameters, to_device, Architecture, LayerOptions, LoadOptions, Module,
 };
 use torchlight_optim::{
     split_weight_decay, Adam, AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LinearLRConfig, LrScheduler,
@@ -30,10 +30,11 @@ pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
 }
 
 /// The model of `config` with `num_classes` outputs, its starting weights loaded (everything
-/// but the head, which is new), on `device`.
+/// but the head, which is new), on `device`. Random initialisation runs on the CPU, as in
+/// torchvision (so a seed gives the same weights whatever the device), then moves.
 pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> Result<Box<dyn Module>> {
     let arch = model_architecture(config)?;
-    let model = (arch.build)(num_classes as i64);
+    let model = arch.build_default(num_classes as i64);
     if let Some(weights) = &config.model.pretrained {
         load_weights(model.as_ref(), weights, &LoadOptions::strict().skip(arch.head))?;
     }
@@ -160,11 +161,11 @@ impl ModelCard {
         })
     }
 
-    /// Builds the model this card describes (untrained; restore the checkpoint into it).
+    /// Builds the model this card describes, uninitialised, on `device` (each tensor allocated
+    /// once there): restore the checkpoint into it.
     pub fn build_model(&self, device: Device) -> Result<Box<dyn Module>> {
-        let mut config = self.config.clone();
-        config.model.pretrained = None;
-        build_model(&config, self.classes.len(), device)
+        let arch = model_architecture(&self.config)?;
+        Ok((arch.build)(self.classes.len() as i64, LayerOptions::new(Kind::Float, device).skip_init()))
     }
 
     /// The `state_dict` prefix of the model's head.
