@@ -35,6 +35,7 @@ pub trait Collate<Item>: Send + Sync + 'static {
 ///
 /// - `Array` -> `Array [N, S...]`
 /// - `(Array, i64)` (input, label) -> `(Array [N, S...], Array [N] int64)`
+/// - `(Array, Array)` (input, target) -> `(Array [N, S...], Array [N, T...])`
 /// - `BTreeMap<String, Array>` -> `BTreeMap<String, Array>`; every sample must have the first
 ///   sample's keys.
 ///
@@ -72,6 +73,21 @@ impl Collate<(Array, i64)> for ArrayCollate {
     }
 }
 
+impl Collate<(Array, Array)> for ArrayCollate {
+    type Staged = (Array, Array);
+    type Batch = (Array, Array);
+
+    fn stage(&self, items: Vec<(usize, (Array, Array))>) -> Result<(Array, Array)> {
+        let inputs: Vec<(usize, &Array)> = items.iter().map(|(i, (x, _))| (*i, x)).collect();
+        let targets: Vec<(usize, &Array)> = items.iter().map(|(i, (_, y))| (*i, y)).collect();
+        Ok((Array::stack(&inputs, Some("0"))?, Array::stack(&targets, Some("1"))?))
+    }
+
+    fn finish(&self, staged: (Array, Array), _pin_memory: bool) -> Result<(Array, Array)> {
+        Ok(staged)
+    }
+}
+
 impl Collate<BTreeMap<String, Array>> for ArrayCollate {
     type Staged = BTreeMap<String, Array>;
     type Batch = BTreeMap<String, Array>;
@@ -93,13 +109,15 @@ impl Collate<BTreeMap<String, Array>> for ArrayCollate {
 ///
 /// - `Array` -> `Tensor [N, S...]`
 /// - `(Array, i64)` (image, label) -> `(Tensor [N, S...], Tensor [N] int64)`
+/// - `(Array, Array)` (input, target) -> `(Tensor [N, S...], Tensor [N, T...])`
 /// - `BTreeMap<String, Array>` -> `BTreeMap<String, Tensor>`
 /// - `Tensor` -> `Tensor [N, S...]`
 /// - `(Tensor, Tensor)` (input, target) -> `(Tensor [N, S...], Tensor [N, T...])`
 /// - `(Tensor, i64)` -> `(Tensor [N, S...], Tensor [N] int64)`
 /// - `BTreeMap<String, Tensor>` -> `BTreeMap<String, Tensor>`
 ///
-/// Keyed samples must all have the first sample's keys. `Array` samples are stacked into one
+/// Keyed samples must all have the first sample's keys; in errors, the elements of a pair are
+/// keys `0` and `1`. `Array` samples are stacked into one
 /// host buffer by the worker and become a tensor on the consuming thread; tensor samples are
 /// stacked by the worker that loaded them (`torch.stack`; tensors are `Send`) and only pinned
 /// on the consuming thread. Samples of different shapes fail with [`ArrayError::ShapeMismatch`](crate::ArrayError::ShapeMismatch)
@@ -165,6 +183,10 @@ mod tests {
         let b = Array::from_f32(vec![3.0, 4.0], vec![2]).unwrap();
         let (x, y) = ArrayCollate.stage(vec![(0, (a, 7)), (1, (b, 9))]).unwrap();
         assert_eq!((x.shape, y), (vec![2, 2], Array::from_i64(vec![7, 9], vec![2]).unwrap()));
+        let a = Array::from_f32(vec![1.0, 2.0], vec![2]).unwrap();
+        let t = Array::from_f32(vec![0.5], vec![1]).unwrap();
+        let (x, y) = ArrayCollate.stage(vec![(0, (a.clone(), t.clone())), (1, (a, t))]).unwrap();
+        assert_eq!((x.shape, y.shape), (vec![2, 2], vec![2, 1]));
         let maps = ArrayCollate.stage(vec![keyed(3, &["a", "b"]), keyed(4, &["a", "b"])]).unwrap();
         assert_eq!(maps["b"], Array::from_u8(vec![3, 3, 4, 4], vec![2, 2]).unwrap());
     }

@@ -63,10 +63,9 @@ pub use loader::{DataLoader, DataLoaderBuilder, ErrorPolicy};
 pub use map::{DatasetExt, Map};
 pub use sampler::{RandomSampler, Sampler, SequentialSampler};
 pub use split::{
-    class_counts, random_split, random_split_indices, stratified_split, stratified_split_indices, SplitSizes,
-    STREAM_SPLIT,
+    random_split, random_split_indices, stratified_split, stratified_split_indices, SplitSizes, STREAM_SPLIT,
 };
-pub use subset::Subset;
+pub use subset::{class_counts, Subset};
 #[cfg(feature = "tch")]
 pub use tensor_collate::ArrayToTensor;
 #[cfg(feature = "tch")]

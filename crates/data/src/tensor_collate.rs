@@ -66,6 +66,19 @@ impl Collate<(Array, i64)> for DefaultCollate {
     }
 }
 
+impl Collate<(Array, Array)> for DefaultCollate {
+    type Staged = (Array, Array);
+    type Batch = (Tensor, Tensor);
+
+    fn stage(&self, items: Vec<(usize, (Array, Array))>) -> Result<(Array, Array)> {
+        ArrayCollate.stage(items)
+    }
+
+    fn finish(&self, (inputs, targets): (Array, Array), pin_memory: bool) -> Result<(Tensor, Tensor)> {
+        Ok((inputs.to_tensor(pin_memory)?, targets.to_tensor(pin_memory)?))
+    }
+}
+
 impl Collate<BTreeMap<String, Array>> for DefaultCollate {
     type Staged = BTreeMap<String, Array>;
     type Batch = BTreeMap<String, Tensor>;

@@ -1,7 +1,9 @@
 //! Torchlight: train image models the PyTorch way, in Rust, on libtorch.
 //!
 //! This facade re-exports each Torchlight crate as a module (`torchlight::tensor`, ...) and
-//! gathers the names a hand-written training program needs in [`prelude`].
+//! gathers the names a hand-written training program needs in [`prelude`], including
+//! `#[derive(Module)]` for models of your own (a crate that depends on `torchlight` alone can
+//! use it).
 //!
 //! # Features
 //! One per crate, all on by default; each turns on the crates it builds on:
@@ -76,8 +78,8 @@ pub mod prelude {
     #[cfg(feature = "nn")]
     pub use torchlight_nn::{
         count_parameters, freeze_all_but, load_weights, named_parameters, resnet18, resnet34, resnet50,
-        unfreeze, BCEWithLogitsLoss, BatchNorm2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, Linear,
-        LoadOptions, MSELoss, Module, NnError, ReLU, Sequential,
+        unfreeze, BCEWithLogitsLoss, BatchNorm2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, LayerOptions,
+        Linear, LoadOptions, MSELoss, Module, NnError, ReLU, Sequential,
     };
 
     #[cfg(feature = "optim")]
@@ -116,6 +118,8 @@ mod readme_examples {
     struct Tensor;
     #[doc = include_str!("../../nn/README.md")]
     struct Nn;
+    #[doc = include_str!("../../derive/README.md")]
+    struct Derive;
     #[doc = include_str!("../../optim/README.md")]
     struct Optim;
     #[doc = include_str!("../../data/README.md")]
