@@ -33,3 +33,8 @@ pub use seed::{global_seed, rng_from_seed, set_global_seed, Rng};
 /// The `rand` crate [`Rng`] implements, for its `Rng` extension trait
 /// (`use torchlight_base::rand::Rng as _;` brings `rng.random::<f32>()` into scope).
 pub use rand;
+
+/// The README's example, compiled as a doc test so it cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;

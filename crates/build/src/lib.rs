@@ -250,3 +250,8 @@ mod tests {
         fs::remove_dir_all(&root).unwrap();
     }
 }
+
+/// The README's example, compiled as a doc test so it cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;

@@ -34,3 +34,8 @@ pub use install::{
 };
 pub use project::{setup_project, ProjectSetup};
 pub use version::{check_version, libtorch_version, TORCH_VERSION};
+
+/// The README's example, compiled as a doc test so it cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;

@@ -102,18 +102,13 @@ pub mod prelude {
     pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
 }
 
-/// Every crate's README example and those of `docs/using-the-crates.md`, compiled (and run,
-/// unless marked `no_run`) as doc tests, so the examples cannot drift from the code.
+/// The README examples of the crates that use libtorch and those of
+/// `docs/using-the-crates.md`, compiled (and run, unless marked `no_run`) as doc tests, so the
+/// examples cannot drift from the code. (base, build and setup test their own READMEs.)
 #[cfg(all(doctest, feature = "train", feature = "export"))]
 mod readme_examples {
     #[doc = include_str!("../README.md")]
     struct Torchlight;
-    #[doc = include_str!("../../base/README.md")]
-    struct Base;
-    #[doc = include_str!("../../build/README.md")]
-    struct Build;
-    #[doc = include_str!("../../setup/README.md")]
-    struct Setup;
     #[doc = include_str!("../../tensor/README.md")]
     struct Tensor;
     #[doc = include_str!("../../nn/README.md")]
