@@ -53,24 +53,16 @@ impl Collate<Array> for DefaultCollate {
     }
 }
 
-impl Collate<(Array, i64)> for DefaultCollate {
+/// `(Array, i64)` and `(Array, Array)` samples: stacked as [`ArrayCollate`] stacks them, then
+/// each part becomes a tensor (labels an `int64` tensor `[N]`).
+impl<T> Collate<(Array, T)> for DefaultCollate
+where
+    ArrayCollate: Collate<(Array, T), Staged = (Array, Array)>,
+{
     type Staged = (Array, Array);
     type Batch = (Tensor, Tensor);
 
-    fn stage(&self, items: Vec<(usize, (Array, i64))>) -> Result<(Array, Array)> {
-        ArrayCollate.stage(items)
-    }
-
-    fn finish(&self, (inputs, labels): (Array, Array), pin_memory: bool) -> Result<(Tensor, Tensor)> {
-        Ok((inputs.to_tensor(pin_memory)?, labels.to_tensor(pin_memory)?))
-    }
-}
-
-impl Collate<(Array, Array)> for DefaultCollate {
-    type Staged = (Array, Array);
-    type Batch = (Tensor, Tensor);
-
-    fn stage(&self, items: Vec<(usize, (Array, Array))>) -> Result<(Array, Array)> {
+    fn stage(&self, items: Vec<(usize, (Array, T))>) -> Result<(Array, Array)> {
         ArrayCollate.stage(items)
     }
 

@@ -1,4 +1,5 @@
-//! Collation through the loader: keyed (dict) batches and shape mismatches.
+//! Collation through the loader: keyed (dict) batches, (input, target) array pairs and shape
+//! mismatches.
 
 use crate::common::f32s;
 use std::collections::BTreeMap;
@@ -69,4 +70,29 @@ fn a_shape_mismatch_names_the_samples_and_shapes() {
             other => panic!("expected a shape mismatch, got {other}"),
         }
     }
+}
+
+/// Sample `i`: an input `[2]` of `i` and a target `[1]` of `-i`, both arrays.
+struct Pairs;
+
+impl Dataset for Pairs {
+    type Item = (Array, Array);
+
+    fn len(&self) -> usize {
+        5
+    }
+
+    fn get(&self, index: usize, _rng: &mut Rng) -> Result<(Array, Array)> {
+        let i = index as f32;
+        Ok((Array::from_f32(vec![i, i], vec![2])?, Array::from_f32(vec![-i], vec![1])?))
+    }
+}
+
+#[test]
+fn array_pairs_become_tensor_pairs() {
+    let mut loader = DataLoader::builder(Pairs).batch_size(2).num_workers(2).build().unwrap();
+    let batches: Vec<(tch::Tensor, tch::Tensor)> = loader.epoch(0).map(|b| b.unwrap()).collect();
+    assert_eq!((batches[0].0.size(), batches[0].1.size()), (vec![2, 2], vec![2, 1]));
+    assert_eq!(f32s(&batches[1].1), [-2.0, -3.0]);
+    assert_eq!(batches[2].0.size(), [1, 2], "the last batch is short");
 }
