@@ -21,7 +21,7 @@ use std::time::Instant;
 const FACADE_FEATURES: &[&str] =
     &["tensor", "nn", "optim", "data", "vision", "checkpoint", "export", "train"];
 
-/// Runs the three checks in order, printing what each cost.
+/// Runs the four checks in order, printing what each cost.
 pub fn check(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<()> {
     timed("no-libtorch crates", || no_libtorch(root, cargo))?;
     timed("facade feature matrix", || facade_features(root, cargo))?;
