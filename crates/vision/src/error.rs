@@ -91,3 +91,28 @@ pub enum VisionError {
 
 /// `Result` with [`VisionError`].
 pub type Result<T, E = VisionError> = std::result::Result<T, E>;
+
+/// An inconsistent `Array` (from `torchlight-base`) is a data error, as it was when `Array`
+/// lived in torchlight-data: `Array::from_u8(..)?` works in functions returning [`Result`].
+impl From<torchlight_base::ArrayError> for VisionError {
+    fn from(error: torchlight_base::ArrayError) -> Self {
+        VisionError::Data(error.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use torchlight_base::{Array, ArrayError};
+    use torchlight_data::DataError;
+
+    #[test]
+    fn an_inconsistent_array_is_a_data_error_naming_its_shape() {
+        let err: VisionError = Array::from_u8(vec![1], vec![2]).unwrap_err().into();
+        assert!(matches!(
+            err,
+            VisionError::Data(DataError::Array(ArrayError::Length { expected: 2, len: 1, .. }))
+        ));
+        assert!(err.to_string().contains("[2]"), "{err}");
+    }
+}
