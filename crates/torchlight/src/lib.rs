@@ -40,14 +40,19 @@ pub mod prelude {
     pub use tch::nn::ModuleT;
     pub use tch::{Device, Kind, Tensor};
     pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
-    pub use torchlight_data::{DataLoader, Dataset, DatasetExt};
+    pub use torchlight_data::{Array, DataLoader, Dataset, DatasetExt};
     pub use torchlight_nn::{
         count_parameters, freeze_all_but, load_weights, named_parameters, resnet18, resnet34, resnet50,
-        unfreeze, CrossEntropyLoss, LayerOptions, LoadOptions, Module,
+        unfreeze, BatchNorm2d, Conv2d, Conv2dConfig, CrossEntropyLoss, Dropout, LayerOptions, Linear,
+        LoadOptions, Module, ReLU, Sequential, Tanh,
     };
     pub use torchlight_optim::{AdamConfig, AdamW, GradScaler, LrScheduler, Optimizer, ParamGroup};
     pub use torchlight_tensor::{
         autocast, no_grad, seed_everything, summary, AutocastGuard, DeviceSpec, TensorError,
+    };
+    pub use torchlight_train::{
+        Batch, Classification, FitSummary, Interval, Monitor, MultiLabel, Regression, RegressionLoss, Stage,
+        StepOutput, Task, Trainer,
     };
 }
 
