@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod examples;
 mod libtorch;
 mod pyref;
 mod standalone;
@@ -127,6 +128,7 @@ fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
     if !status.success() {
         bail!("tests failed ({status})");
     }
+    examples::run(&root, &target_dir(&root), cargo)?;
     standalone::check(&root, &target_dir(&root), cargo)
 }
 

@@ -78,8 +78,8 @@ pub mod prelude {
     #[cfg(feature = "nn")]
     pub use torchlight_nn::{
         count_parameters, freeze_all_but, load_weights, named_parameters, resnet18, resnet34, resnet50,
-        unfreeze, BCEWithLogitsLoss, BatchNorm2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, LayerOptions,
-        Linear, LoadOptions, MSELoss, Module, NnError, ReLU, Sequential,
+        unfreeze, BCEWithLogitsLoss, BatchNorm2d, Conv2d, Conv2dConfig, CrossEntropyLoss, Dropout, Flatten,
+        LayerOptions, Linear, LoadOptions, MSELoss, Module, NnError, ReLU, Sequential, Tanh,
     };
 
     #[cfg(feature = "optim")]
@@ -100,6 +100,12 @@ pub mod prelude {
 
     #[cfg(feature = "checkpoint")]
     pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
+
+    #[cfg(feature = "train")]
+    pub use torchlight_train::{
+        Batch, Classification, FitSummary, Interval, Monitor, MultiLabel, Regression, RegressionLoss, Stage,
+        StepOutput, Task, Trainer,
+    };
 }
 
 /// The README examples of the crates that use libtorch and those of
