@@ -220,7 +220,7 @@ impl Checkpoint {
     pub fn restore_model(&self, model: &dyn Module) -> Result<LoadReport> {
         let weights = self.model.iter().map(|(k, t)| (k.clone(), t.shallow_clone())).collect();
         load_state_dict(model, weights, &LoadOptions::strict())
-            .map_err(|source| CheckpointError::Model { path: self.dir.join(MODEL_FILE), source })
+            .map_err(|error| CheckpointError::Model { path: self.dir.join(MODEL_FILE), error })
     }
 
     /// The optimizer state as saved, if any.
@@ -235,7 +235,7 @@ impl Checkpoint {
     }
 
     fn optim_err(&self) -> impl FnOnce(torchlight_optim::OptimError) -> CheckpointError + '_ {
-        move |source| CheckpointError::Optim { path: self.dir.clone(), source }
+        move |error| CheckpointError::Optim { path: self.dir.clone(), error }
     }
 
     fn missing(&self, what: &'static str) -> CheckpointError {

@@ -17,12 +17,12 @@ pub enum ExportError {
         reason: String,
     },
     /// Writing the file failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
     /// libtorch failed while tracing or saving TorchScript.
     #[error("TorchScript export failed: {0}")]

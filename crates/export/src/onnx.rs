@@ -533,6 +533,6 @@ pub fn export_onnx(model: &dyn Module, options: &OnnxOptions, path: impl AsRef<P
     let path = path.as_ref();
     let bytes = onnx_model(model, options)?.encode_to_vec();
     let tmp = path.with_extension("onnx.tmp");
-    std::fs::write(&tmp, bytes).map_err(|source| ExportError::Io { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, path).map_err(|source| ExportError::Io { path: path.to_path_buf(), source })
+    std::fs::write(&tmp, bytes).map_err(|error| ExportError::Io { path: tmp.clone(), error })?;
+    std::fs::rename(&tmp, path).map_err(|error| ExportError::Io { path: path.to_path_buf(), error })
 }

@@ -37,7 +37,7 @@ pub fn export_torchscript(model: &dyn Module, example: &Tensor, path: impl AsRef
         let _ = p.set_requires_grad(flag);
     }
     result.map_err(|e| ExportError::TorchScript(e.to_string()))?;
-    std::fs::rename(&tmp, path).map_err(|source| ExportError::Io { path: path.to_path_buf(), source })
+    std::fs::rename(&tmp, path).map_err(|error| ExportError::Io { path: path.to_path_buf(), error })
 }
 
 /// Loads a TorchScript file for inference (`torch.jit.load`), e.g. one written by

@@ -27,7 +27,7 @@ pub const IMG_EXTENSIONS: &[&str] =
 /// image of a supported format or is truncated or corrupt; both name `path`.
 pub fn decode_file(path: impl AsRef<Path>) -> Result<Image> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| VisionError::Io { path: path.to_path_buf(), source })?;
+    let bytes = std::fs::read(path).map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
     decode_bytes(&bytes, path)
 }
 

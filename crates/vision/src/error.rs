@@ -8,12 +8,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum VisionError {
     /// A file or folder could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {error}", path.display())]
     Io {
         /// The file or folder.
         path: PathBuf,
-        /// The operating system's error.
-        source: std::io::Error,
+        /// The operating system's error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
     /// The dataset root does not exist or is not a folder.
     #[error("dataset root {} does not exist or is not a folder", path.display())]

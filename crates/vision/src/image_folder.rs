@@ -209,7 +209,7 @@ fn is_hidden(name: &std::ffi::OsStr) -> bool {
 }
 
 fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>> {
-    let io = |source| VisionError::Io { path: dir.to_path_buf(), source };
+    let io = |error| VisionError::Io { path: dir.to_path_buf(), error };
     std::fs::read_dir(dir).map_err(io)?.collect::<std::io::Result<Vec<_>>>().map_err(io)
 }
 
