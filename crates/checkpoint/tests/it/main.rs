@@ -5,6 +5,7 @@ mod kill;
 mod manager;
 mod python;
 mod resume;
+mod retention;
 
 use rand::Rng as _;
 use std::path::PathBuf;
