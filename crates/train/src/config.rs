@@ -46,6 +46,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.workers",
     "data.val_fraction",
     "data.min_crop_scale",
+    "data.max_image_pixels",
     "model.name",
     "model.pretrained",
     "model.num_classes",
@@ -115,6 +116,11 @@ pub struct DataConfig {
     /// RandomResizedCrop's smallest crop, as a fraction of the image area: torchvision's 0.08.
     /// Raise it when the object fills little of the image and small crops would miss it.
     pub min_crop_scale: f64,
+    /// The most pixels an image file may declare in its header; larger ones are refused before
+    /// decoding (a decompression bomb guard, and half of it warns). Pillow's limit by default,
+    /// [`DEFAULT_MAX_IMAGE_PIXELS`](torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS) = 178956970;
+    /// 0 lifts the limit.
+    pub max_image_pixels: u64,
 }
 
 impl Default for DataConfig {
@@ -125,6 +131,7 @@ impl Default for DataConfig {
             workers: 4,
             val_fraction: 0.1,
             min_crop_scale: 0.08,
+            max_image_pixels: torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS,
         }
     }
 }
@@ -141,6 +148,10 @@ impl DataConfig {
     /// `root/test` (optional).
     pub fn test_dir(&self) -> PathBuf {
         self.root.join("test")
+    }
+    /// [`max_image_pixels`](Self::max_image_pixels) as the vision crate takes it (`None`: no limit).
+    pub fn pixel_limit(&self) -> Option<u64> {
+        (self.max_image_pixels > 0).then_some(self.max_image_pixels)
     }
 }
 
@@ -842,5 +853,16 @@ mod tests {
             Err(TrainError::UnknownKey { key, .. }) => assert_eq!(key, "lr_backbone"),
             other => panic!("expected UnknownKey, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_pixel_limit_is_pillows_by_default_and_settable() {
+        let mut config = TrainConfig::default();
+        assert_eq!(config.data.pixel_limit(), Some(178_956_970));
+        config.set("data.max_image_pixels", "1000000").unwrap();
+        assert_eq!(config.data.pixel_limit(), Some(1_000_000));
+        config.set("max-image-pixels", "0").unwrap();
+        assert_eq!(config.data.pixel_limit(), None, "0 lifts the limit");
+        assert_eq!(TrainConfig::from_toml_str(&config.to_toml()).unwrap(), config);
     }
 }

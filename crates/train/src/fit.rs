@@ -83,7 +83,8 @@ fn all(folder: ImageFolder) -> Result<Split> {
 pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
     let root = &config.data.root;
     let size = config.data.image_size as usize;
-    let folders = SplitFolders::open(root)?;
+    let pixels = config.data.pixel_limit();
+    let folders = SplitFolders::open(root)?.with_max_pixels(pixels);
     let classes = folders.train.classes().to_vec();
     let test = folders.test.map(|t| all(t.with_transform(eval_transform(size)))).transpose()?;
     let (train, val) = match folders.val {
@@ -101,8 +102,10 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
             )?;
             let train_dir = config.data.train_dir();
             let train = ImageFolder::new(&train_dir)?
+                .with_max_pixels(pixels)
                 .with_transform(train_transform(size, config.data.min_crop_scale));
-            let val = ImageFolder::new(&train_dir)?.with_transform(eval_transform(size));
+            let val =
+                ImageFolder::new(&train_dir)?.with_max_pixels(pixels).with_transform(eval_transform(size));
             (Subset::new(Arc::new(train), parts[0].clone())?, Subset::new(Arc::new(val), parts[1].clone())?)
         }
     };

@@ -51,6 +51,26 @@ pub enum VisionError {
         /// The decoder's message.
         message: String,
     },
+    /// An image whose header declares more pixels than the limit (a decompression bomb, or a
+    /// genuinely huge image): refused before decoding, as Pillow refuses it.
+    #[error(
+        "{}: the image declares {width}x{height} = {pixels} pixels, more than the limit of {limit} \
+         (a decompression bomb?); raise the limit (`data.max_image_pixels` in a training config, \
+         `--max-image-pixels` for predict) if the image is genuine",
+        path.display()
+    )]
+    TooManyPixels {
+        /// The file.
+        path: PathBuf,
+        /// Width declared in the header.
+        width: u32,
+        /// Height declared in the header.
+        height: u32,
+        /// `width * height`.
+        pixels: u64,
+        /// The limit in force.
+        limit: u64,
+    },
     /// A split folder (`train`, `val`, `test`) is missing from a split layout.
     #[error("split folder {} is missing", path.display())]
     MissingSplit {

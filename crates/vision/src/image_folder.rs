@@ -1,7 +1,7 @@
 //! `ImageFolder`: a dataset of `root/<class>/<image>` files labelled by folder, like
 //! `torchvision.datasets.ImageFolder`, and `SplitFolders` for a `train/ val/ test/` layout.
 
-use crate::decode::{decode_file, IMG_EXTENSIONS};
+use crate::decode::{decode_file_with, DecodeOptions, IMG_EXTENSIONS};
 use crate::error::{Result, VisionError};
 use crate::image::Image;
 use crate::transform::{Sample, Transform};
@@ -23,7 +23,7 @@ use torchlight_tensor::seed::Rng;
 ///
 /// Departures, both deliberate: names starting with `.` (`.DS_Store`, `._x.jpg` AppleDouble
 /// files, `.ipynb_checkpoints/`) are ignored, as class folders and as files; and decoding
-/// applies the EXIF orientation (see [`decode_file`]).
+/// applies the EXIF orientation (see [`decode_file`](crate::decode_file)).
 ///
 /// As a [`Dataset`], `get` yields `(Array, class_index)`: without a transform the Array is the
 /// decoded image as U8 `[H, W, 3]`; with one it is whatever the transform ends with (F32
@@ -35,6 +35,7 @@ pub struct ImageFolder {
     classes: Arc<Vec<String>>,
     samples: Vec<(PathBuf, i64)>,
     transform: Option<Arc<dyn Transform>>,
+    decode: DecodeOptions,
 }
 
 impl fmt::Debug for ImageFolder {
@@ -44,6 +45,7 @@ impl fmt::Debug for ImageFolder {
             .field("classes", &self.classes)
             .field("len", &self.samples.len())
             .field("transform", &self.transform)
+            .field("decode", &self.decode)
             .finish()
     }
 }
@@ -65,7 +67,13 @@ impl ImageFolder {
         let root = root.as_ref().to_path_buf();
         let classes = find_classes(&root)?;
         let samples = make_dataset(&root, &classes, extensions)?;
-        Ok(ImageFolder { root, classes: Arc::new(classes), samples, transform: None })
+        Ok(ImageFolder {
+            root,
+            classes: Arc::new(classes),
+            samples,
+            transform: None,
+            decode: DecodeOptions::default(),
+        })
     }
 
     /// Scans `root` against a given class list (used by [`SplitFolders`], so all splits share
@@ -80,7 +88,7 @@ impl ImageFolder {
             return Err(VisionError::ClassMismatch { path: root, missing, extra });
         }
         let samples = make_dataset(&root, &classes, extensions)?;
-        Ok(ImageFolder { root, classes, samples, transform: None })
+        Ok(ImageFolder { root, classes, samples, transform: None, decode: DecodeOptions::default() })
     }
 
     /// The same dataset with `transform` applied to each decoded image (torchvision's
@@ -88,6 +96,19 @@ impl ImageFolder {
     pub fn with_transform(mut self, transform: impl Transform + 'static) -> Self {
         self.transform = Some(Arc::new(transform));
         self
+    }
+
+    /// The same dataset with another pixel limit for decoding (see [`DecodeOptions`]; the
+    /// default refuses images over [`DEFAULT_MAX_IMAGE_PIXELS`](crate::DEFAULT_MAX_IMAGE_PIXELS),
+    /// `None` lifts the limit). A refused file fails its sample like a corrupt one.
+    pub fn with_max_pixels(mut self, max_pixels: Option<u64>) -> Self {
+        self.decode = self.decode.with_max_pixels(max_pixels);
+        self
+    }
+
+    /// How the files are decoded.
+    pub fn decode_options(&self) -> &DecodeOptions {
+        &self.decode
     }
 
     /// The folder scanned.
@@ -124,7 +145,7 @@ impl ImageFolder {
     /// If `index >= len()`.
     pub fn load(&self, index: usize) -> Result<(Image, i64)> {
         let (path, target) = &self.samples[index];
-        Ok((decode_file(path)?, *target))
+        Ok((decode_file_with(path, &self.decode)?, *target))
     }
 }
 
@@ -141,7 +162,7 @@ impl Dataset for ImageFolder {
         };
         let to_sample_error =
             |e: VisionError| DataError::Sample { index, path: Some(path.clone()), message: e.to_string() };
-        let image = decode_file(path).map_err(to_sample_error)?;
+        let image = decode_file_with(path, &self.decode).map_err(to_sample_error)?;
         let array = match &self.transform {
             None => image.into_array(),
             Some(t) => t.apply(Sample::Image(image), rng).map_err(to_sample_error)?.into_array(),
@@ -201,6 +222,15 @@ impl SplitFolders {
     /// The class names all splits share.
     pub fn classes(&self) -> &[String] {
         self.train.classes()
+    }
+
+    /// Every split with the pixel limit `max_pixels` (see [`ImageFolder::with_max_pixels`]).
+    pub fn with_max_pixels(self, max_pixels: Option<u64>) -> Self {
+        SplitFolders {
+            train: self.train.with_max_pixels(max_pixels),
+            val: self.val.map(|f| f.with_max_pixels(max_pixels)),
+            test: self.test.map(|f| f.with_max_pixels(max_pixels)),
+        }
     }
 }
 

@@ -163,3 +163,24 @@ fn the_loop_overfits_a_single_batch() {
     let last = *losses.last().unwrap();
     assert!(last < 0.05, "loss after 40 steps on one batch: {last} (first {})", losses[0]);
 }
+
+/// `data.max_image_pixels` reaches every split's decoder: 40x40 images (1600 pixels) under a
+/// limit of 1000 fail their samples naming the file and the limit; 0 lifts the limit.
+#[test]
+fn the_pixel_limit_of_the_config_reaches_every_split() {
+    use torchlight_data::Dataset;
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [3, 3, 3]);
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 1);
+    config.data.max_image_pixels = 1000;
+    let splits = open_splits(&config).unwrap();
+    let mut rng = torchlight_tensor::seed::rng_from_seed(0);
+    for (name, split) in
+        [("train", &splits.train), ("val", &splits.val), ("test", splits.test.as_ref().unwrap())]
+    {
+        let err = split.get(0, &mut rng).unwrap_err().to_string();
+        assert!(err.contains("40x40 = 1600 pixels") && err.contains("limit of 1000"), "{name}: {err}");
+    }
+    config.data.max_image_pixels = 0;
+    assert!(open_splits(&config).unwrap().train.get(0, &mut rng).is_ok());
+}

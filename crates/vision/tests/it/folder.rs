@@ -162,7 +162,8 @@ fn decodes_odd_formats_to_rgb_and_applies_exif_orientation() {
     gray16.save(dir.0.join("g16.png")).unwrap();
     let img = decode_file(dir.0.join("g16.png")).unwrap();
     assert_eq!((img.width(), img.height(), img.channels()), (3, 2, 3));
-    assert_eq!(img.pixel(1, 0), [78, 78, 78], "16-bit scaled to 8 (20000/257 = 77.8)");
+    assert_eq!(img.pixel(1, 0), [255, 255, 255], "16-bit gray clipped to 255 as PIL's I;16 -> RGB does");
+    assert_eq!(img.pixel(0, 1), [3, 3, 3], "not scaled: 3 stays 3");
     let la = image::ImageBuffer::<image::LumaA<u8>, _>::from_pixel(2, 2, image::LumaA([90, 0]));
     la.save(dir.0.join("la.png")).unwrap();
     assert_eq!(

@@ -2,6 +2,7 @@
 //! (`tests/fixtures/make_fixtures.py`), sampling statistics, ImageFolder on real folders.
 
 mod color;
+mod decode;
 mod folder;
 mod parity;
 mod random;
