@@ -71,6 +71,17 @@ pub enum VisionError {
         /// The limit in force.
         limit: u64,
     },
+    /// A directory symlink in a dataset that would loop or mislabel images: one leading back to
+    /// its own folder or an ancestor (a cycle), or into another class or split of the dataset.
+    #[error("{} is a symlink to {}, which {reason}; remove it, or copy the images in", link.display(), target.display())]
+    Symlink {
+        /// The link.
+        link: PathBuf,
+        /// Where it points (as written in the link).
+        target: PathBuf,
+        /// Why it is refused.
+        reason: String,
+    },
     /// A split folder (`train`, `val`, `test`) is missing from a split layout.
     #[error("split folder {} is missing", path.display())]
     MissingSplit {

@@ -21,9 +21,15 @@ use torchlight_tensor::seed::Rng;
 ///   the extensions (case-insensitive, [`IMG_EXTENSIONS`] by default), ordered as torchvision's
 ///   `sorted(os.walk(...))` orders them: by folder path, then by file name.
 ///
-/// Departures, both deliberate: names starting with `.` (`.DS_Store`, `._x.jpg` AppleDouble
-/// files, `.ipynb_checkpoints/`) are ignored, as class folders and as files; and decoding
-/// applies the EXIF orientation (see [`decode_file`](crate::decode_file)).
+/// Departures, all deliberate: names starting with `.` (`.DS_Store`, `._x.jpg` AppleDouble
+/// files, `.ipynb_checkpoints/`) are ignored, as class folders and as files; decoding applies
+/// the EXIF orientation (see [`decode_file`](crate::decode_file)); and directory symlinks are
+/// followed only where they cannot loop or mislabel: a link back to its own folder or an
+/// ancestor (a cycle, which torchvision's `os.walk(followlinks=True)` goes round until the
+/// path is too long) or into another class of the dataset (or another split, for
+/// [`SplitFolders`]) is a [`VisionError::Symlink`] naming it, while links to folders outside
+/// the dataset are followed. A folder reachable by several paths is read once, under the
+/// first path in sorted order (torchvision lists its files once per path).
 ///
 /// As a [`Dataset`], `get` yields `(Array, class_index)`: without a transform the Array is the
 /// decoded image as U8 `[H, W, 3]`; with one it is whatever the transform ends with (F32
@@ -65,8 +71,14 @@ impl ImageFolder {
     /// compared case-insensitively).
     pub fn with_extensions(root: impl AsRef<Path>, extensions: &[&str]) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
+        Self::scan(root.clone(), &root, extensions)
+    }
+
+    /// Scans `root`, refusing directory symlinks that lead elsewhere inside `guard` (the
+    /// dataset: `root` itself, or the data root of a split layout).
+    fn scan(root: PathBuf, guard: &Path, extensions: &[&str]) -> Result<Self> {
         let classes = find_classes(&root)?;
-        let samples = make_dataset(&root, &classes, extensions)?;
+        let samples = make_dataset(&root, guard, &classes, extensions)?;
         Ok(ImageFolder {
             root,
             classes: Arc::new(classes),
@@ -78,7 +90,12 @@ impl ImageFolder {
 
     /// Scans `root` against a given class list (used by [`SplitFolders`], so all splits share
     /// one numbering). `root`'s class folders must be exactly `classes`.
-    fn with_classes(root: PathBuf, classes: Arc<Vec<String>>, extensions: &[&str]) -> Result<Self> {
+    fn with_classes(
+        root: PathBuf,
+        guard: &Path,
+        classes: Arc<Vec<String>>,
+        extensions: &[&str],
+    ) -> Result<Self> {
         let found = find_classes(&root)?;
         if found != *classes {
             let have: HashSet<&String> = found.iter().collect();
@@ -87,7 +104,7 @@ impl ImageFolder {
             let extra = found.iter().filter(|c| !want.contains(c)).cloned().collect();
             return Err(VisionError::ClassMismatch { path: root, missing, extra });
         }
-        let samples = make_dataset(&root, &classes, extensions)?;
+        let samples = make_dataset(&root, guard, &classes, extensions)?;
         Ok(ImageFolder { root, classes, samples, transform: None, decode: DecodeOptions::default() })
     }
 
@@ -206,13 +223,13 @@ impl SplitFolders {
         if !train_root.is_dir() {
             return Err(VisionError::MissingSplit { path: train_root });
         }
-        let train = ImageFolder::with_extensions(&train_root, extensions)?;
+        let train = ImageFolder::scan(train_root, root, extensions)?;
         let other = |name: &str| -> Result<Option<ImageFolder>> {
             let dir = root.join(name);
             if !dir.is_dir() {
                 return Ok(None);
             }
-            ImageFolder::with_classes(dir, train.classes.clone(), extensions).map(Some)
+            ImageFolder::with_classes(dir, root, train.classes.clone(), extensions).map(Some)
         };
         let val = other("val")?;
         let test = other("test")?;
@@ -272,21 +289,38 @@ fn has_extension(name: &std::ffi::OsStr, extensions: &[String]) -> bool {
 }
 
 /// torchvision's `make_dataset`: for each class in order, its files in `sorted(os.walk)` order.
-fn make_dataset(root: &Path, classes: &[String], extensions: &[&str]) -> Result<Vec<(PathBuf, i64)>> {
+///
+/// Folders are visited in increasing path order, so when symlinks make one real folder
+/// reachable by several paths it is read once, under its first path in that order (os.walk
+/// would list its files once per path). Directory symlinks are checked against `guard`, the
+/// dataset's root, by [`check_link`].
+fn make_dataset(
+    root: &Path,
+    guard: &Path,
+    classes: &[String],
+    extensions: &[&str],
+) -> Result<Vec<(PathBuf, i64)>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let extensions: Vec<String> = extensions.iter().map(|e| e.to_lowercase()).collect();
+    let real = |p: &Path| p.canonicalize().map_err(|error| VisionError::Io { path: p.to_path_buf(), error });
+    let guard_real = real(guard)?;
+    let root_real = real(root)?;
     let mut samples = Vec::new();
     for (index, class) in classes.iter().enumerate() {
         let class_dir = root.join(class);
+        let class_real = real(&class_dir)?;
+        if class_real != root_real.join(class) {
+            check_link(&class_dir, &class_real, &root_real, &root_real.join(class), &guard_real)?;
+        }
         // (folder, its image files) for every folder under the class, like os.walk.
         let mut folders: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
-        let mut stack = vec![class_dir.clone()];
+        let mut queue = BinaryHeap::from([Reverse(class_dir.clone())]);
         let mut seen = HashSet::new();
-        while let Some(dir) = stack.pop() {
-            // os.walk(followlinks=True) can loop on a symlink cycle; visit each real folder once.
-            if let Ok(real) = dir.canonicalize() {
-                if !seen.insert(real) {
-                    continue;
-                }
+        while let Some(Reverse(dir)) = queue.pop() {
+            let dir_real = real(&dir)?;
+            if !seen.insert(dir_real.clone()) {
+                continue;
             }
             let mut files = Vec::new();
             for entry in read_dir(&dir)? {
@@ -295,8 +329,12 @@ fn make_dataset(root: &Path, classes: &[String], extensions: &[&str]) -> Result<
                     continue;
                 }
                 let path = entry.path();
+                // `Path::is_dir` follows symlinks, as os.walk(followlinks=True) does.
                 if path.is_dir() {
-                    stack.push(path);
+                    if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                        check_link(&path, &real(&path)?, &dir_real, &class_real, &guard_real)?;
+                    }
+                    queue.push(Reverse(path));
                 } else if has_extension(&name, &extensions) {
                     files.push(path);
                 }
@@ -312,4 +350,27 @@ fn make_dataset(root: &Path, classes: &[String], extensions: &[&str]) -> Result<
         }
     }
     Ok(samples)
+}
+
+/// A directory symlink `link` (resolving to `target`) in the folder `parent`, under `home`
+/// (its class folder; for a class folder that is itself a link, where that folder would be):
+/// following it is refused when it leads back to `parent` or one of its ancestors (a cycle,
+/// which os.walk would go round until the path is too long, and which from a class folder's
+/// ancestor would take in the other classes too) or anywhere else inside the dataset `guard`
+/// (another class or split, whose images would get this class's label). A link to elsewhere
+/// inside `home`, or out of the dataset entirely (assembling a dataset from folders
+/// elsewhere), is followed.
+fn check_link(link: &Path, target: &Path, parent: &Path, home: &Path, guard: &Path) -> Result<()> {
+    let reason = if parent.starts_with(target) {
+        format!("leads back to {}, which contains it: a cycle", target.display())
+    } else if target.starts_with(guard) && !target.starts_with(home) {
+        format!(
+            "leads into another part of the dataset ({}), whose images would get this folder's label",
+            target.display()
+        )
+    } else {
+        return Ok(());
+    };
+    let shown = std::fs::read_link(link).unwrap_or_else(|_| target.to_path_buf());
+    Err(VisionError::Symlink { link: link.to_path_buf(), target: shown, reason })
 }
