@@ -27,6 +27,18 @@ pub enum ExportError {
     /// libtorch failed while tracing or saving TorchScript.
     #[error("TorchScript export failed: {0}")]
     TorchScript(String),
+    /// A file given as a TorchScript module is not one.
+    #[error(
+        "{}: not a TorchScript module ({reason}); export one with `torchlight export --format torchscript` \
+         or `torch.jit.save` in Python",
+        path.display()
+    )]
+    NotTorchScript {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What it is instead, in one line.
+        reason: String,
+    },
 }
 
 /// `Result` with [`ExportError`].
