@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod doctor;
+mod harden;
 
 fn torchlight(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_torchlight")).args(args).output().expect("the torchlight binary runs")
