@@ -18,7 +18,8 @@ commands:
                           --cuda forces the full CUDA libtorch
   test [--cuda] [ARGS..]  setup, then run every test of the workspace (unit, integration, doc);
                           ARGS after `--` go to `cargo test`
-  train-demo              setup, then the seed workflow end to end on a synthetic image set:
+  train-demo              install libtorch (not the reference PyTorch, which only tests use),
+                          then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
   bench [--quick]         setup, then Torchlight against PyTorch on each workload, interleaved;
                           writes target/bench/report.json and docs/benchmarks.{md,png}
@@ -48,7 +49,7 @@ fn run() -> Result<()> {
         "setup" => setup(cuda).map(|_| ()),
         "test" => test(cuda, passthrough),
         "train-demo" => {
-            setup(cuda)?;
+            install(needs(&command), cuda)?;
             let root = workspace_root();
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
@@ -56,7 +57,7 @@ fn run() -> Result<()> {
             demo::train_demo(&root, &target, cargo)
         }
         "bench" => {
-            setup(cuda)?;
+            install(needs(&command), cuda)?;
             let root = workspace_root();
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
@@ -95,12 +96,43 @@ fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// What a command installs before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    /// Nothing (help, an unknown command).
+    Nothing,
+    /// libtorch, to build and run Torchlight.
+    Libtorch,
+    /// libtorch and the reference PyTorch (4.7 GB) that parity tests and the benchmark compare
+    /// against.
+    LibtorchAndReference,
+}
+
+/// The demo only builds and runs Torchlight; tests and the benchmark also run real PyTorch.
+fn needs(command: &str) -> Needs {
+    match command {
+        "train-demo" => Needs::Libtorch,
+        "setup" | "test" | "bench" => Needs::LibtorchAndReference,
+        _ => Needs::Nothing,
+    }
+}
+
+/// Installs what `needs` names; returns the libtorch installed, if any.
+fn install(needs: Needs, cuda: bool) -> Result<Option<libtorch::Installed>> {
+    let root = workspace_root();
+    if needs == Needs::Nothing {
+        return Ok(None);
+    }
+    let installed = libtorch::setup(&root, cuda)?;
+    if needs == Needs::LibtorchAndReference {
+        pyref::setup(&root)?;
+    }
+    Ok(Some(installed))
+}
+
 /// libtorch for building and the reference PyTorch for the parity tests.
 fn setup(cuda: bool) -> Result<libtorch::Installed> {
-    let root = workspace_root();
-    let installed = libtorch::setup(&root, cuda)?;
-    pyref::setup(&root)?;
-    Ok(installed)
+    Ok(install(needs("setup"), cuda)?.expect("setup installs libtorch"))
 }
 
 fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
@@ -119,4 +151,18 @@ fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
         bail!("tests failed ({status})");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_installs_libtorch_alone_and_tests_the_reference_too() {
+        assert_eq!(needs("train-demo"), Needs::Libtorch, "the demo never runs Python");
+        assert_eq!(needs("test"), Needs::LibtorchAndReference);
+        assert_eq!(needs("bench"), Needs::LibtorchAndReference);
+        assert_eq!(needs("setup"), Needs::LibtorchAndReference);
+        assert_eq!(needs("help"), Needs::Nothing);
+    }
 }
