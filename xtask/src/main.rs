@@ -23,6 +23,10 @@ commands:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
   bench [--quick]         setup, then Torchlight against PyTorch on each workload, interleaved;
                           writes target/bench/report.json and docs/benchmarks.{md,png}
+  fuzz [--cases N] [..]   install libtorch, then mutate the seed corpus through the .pth reader,
+                          safetensors loading and image decoding (release build; N cases per
+                          target, default 10000; `-- --help` lists the other options); inputs
+                          that panicked are kept in target/fuzz
 ";
 
 fn main() {
@@ -39,6 +43,10 @@ fn run() -> Result<()> {
         bail!("no command given");
     };
     let rest: Vec<String> = args.collect();
+    if command == "fuzz" {
+        install(needs(&command), false)?;
+        return fuzz(&rest);
+    }
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");
     let quick = flags.iter().any(|f| f == "--quick") && command == "bench";
@@ -111,7 +119,7 @@ enum Needs {
 /// The demo only builds and runs Torchlight; tests and the benchmark also run real PyTorch.
 fn needs(command: &str) -> Needs {
     match command {
-        "train-demo" => Needs::Libtorch,
+        "train-demo" | "fuzz" => Needs::Libtorch,
         "setup" | "test" | "bench" => Needs::LibtorchAndReference,
         _ => Needs::Nothing,
     }
@@ -133,6 +141,21 @@ fn install(needs: Needs, cuda: bool) -> Result<Option<libtorch::Installed>> {
 /// libtorch for building and the reference PyTorch for the parity tests.
 fn setup(cuda: bool) -> Result<libtorch::Installed> {
     Ok(install(needs("setup"), cuda)?.expect("setup installs libtorch"))
+}
+
+/// `cargo xtask fuzz`: the fuzz runner in release, its options passed through.
+fn fuzz(options: &[String]) -> Result<()> {
+    let options: Vec<&String> = options.iter().filter(|a| *a != "--").collect();
+    let mut cmd = cargo();
+    cmd.current_dir(workspace_root())
+        .args(["run", "--release", "--quiet", "-p", "torchlight-fuzz", "--"])
+        .args(options);
+    eprintln!("xtask: running {cmd:?}");
+    let status = cmd.status().context("could not start cargo")?;
+    if !status.success() {
+        bail!("the fuzz run found panics or failed ({status})");
+    }
+    Ok(())
 }
 
 fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
@@ -160,6 +183,7 @@ mod tests {
     #[test]
     fn the_demo_installs_libtorch_alone_and_tests_the_reference_too() {
         assert_eq!(needs("train-demo"), Needs::Libtorch, "the demo never runs Python");
+        assert_eq!(needs("fuzz"), Needs::Libtorch);
         assert_eq!(needs("test"), Needs::LibtorchAndReference);
         assert_eq!(needs("bench"), Needs::LibtorchAndReference);
         assert_eq!(needs("setup"), Needs::LibtorchAndReference);
