@@ -34,7 +34,7 @@ pub fn quiet_on_closed_pipe() {
     }));
 }
 
-/// `println!` through [`line`]: `outln!("{x}")?`.
+/// `println!` through [`line()`]: `outln!("{x}")?`.
 #[macro_export]
 macro_rules! outln {
     ($($arg:tt)*) => {
