@@ -25,6 +25,37 @@ pub(crate) fn torch_rng_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Starts this test binary again, running only `test` with the env var `env` naming `dir`;
+/// waits until `ready()` holds (a child that exits first fails the test), lets it run
+/// `delay_ms` more, then kills it with SIGKILL: no destructor, no clean-up, as in a crash or an
+/// OOM kill. There is no deadline: a child that never gets ready hangs the test rather than
+/// failing it on a slow machine.
+pub(crate) fn kill_child_when(
+    test: &str,
+    env: &str,
+    dir: &std::path::Path,
+    ready: impl Fn() -> bool,
+    delay_ms: u64,
+) {
+    use std::time::Duration;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads", "1"])
+        .env(env, dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while !ready() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the child running {test} exited early: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(delay_ms));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tl-ckpt-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

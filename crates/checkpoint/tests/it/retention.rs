@@ -2,10 +2,8 @@
 //! (or while it writes one) leaves every visible checkpoint complete, and the next manager
 //! deletes what the killed one left aside.
 
-use crate::{temp_dir, torch_rng_lock};
+use crate::{kill_child_when, temp_dir, torch_rng_lock};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
 use torchlight_checkpoint::*;
 use torchlight_nn::Linear;
 
@@ -120,33 +118,12 @@ fn child_process_entry_for_the_retention_kill_test() {
 /// complete checkpoints in view, and the next manager clears what it left aside.
 #[test]
 fn a_run_killed_while_pruning_epochs_leaves_only_complete_checkpoints() {
-    let exe = std::env::current_exe().unwrap();
     for (round, delay_ms) in [30u64, 150, 290].into_iter().enumerate() {
         let root = temp_dir(&format!("retention-kill{round}")).join("checkpoints");
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "retention::child_process_entry_for_the_retention_kill_test",
-                "--test-threads",
-                "1",
-            ])
-            .env(CHILD_ENV, &root)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        // Wait (without a deadline that could fail on a slow machine) for the first pruning.
-        let start = Instant::now();
-        while !root.join("epoch_0002").exists() {
-            assert!(start.elapsed() < Duration::from_secs(600), "the child never saved two epochs");
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("the child exited early: {status}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        child.kill().unwrap();
-        child.wait().unwrap();
+        // Killed some time after the first pruning.
+        let ready = || root.join("epoch_0002").exists();
+        let test = "retention::child_process_entry_for_the_retention_kill_test";
+        kill_child_when(test, CHILD_ENV, &root, ready, delay_ms);
         assert_all_load(&root, &format!("round {round}, before the restart"));
         let restarted = CheckpointManager::new(&root, "val_acc", MetricMode::Max).keep_epochs(1);
         let hidden: Vec<String> = names(&root).into_iter().filter(|n| n.starts_with('.')).collect();
