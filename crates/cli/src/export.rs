@@ -6,6 +6,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 use tch::{Device, Kind, Tensor};
 use torchlight_export::{export_onnx, export_torchscript, OnnxOptions, Preprocessing};
+use torchlight_train::eval_resize;
 use torchlight_vision::{IMAGENET_MEAN, IMAGENET_STD};
 
 /// The formats `torchlight export` writes.
@@ -37,10 +38,11 @@ pub struct Args {
 }
 
 /// The evaluation preprocessing of a model trained at `image_size`: what `eval_transform`
-/// (torchlight-train) applies, `Resize(image_size * 256 / 224)`, `CenterCrop(image_size)`,
+/// (torchlight-train) applies, `Resize(eval_resize(image_size))`, `CenterCrop(image_size)`,
 /// ImageNet's mean and std.
 fn preprocessing(image_size: u32) -> Preprocessing {
-    Preprocessing { resize: image_size * 256 / 224, crop: image_size, mean: IMAGENET_MEAN, std: IMAGENET_STD }
+    let resize = eval_resize(image_size as usize) as u32;
+    Preprocessing { resize, crop: image_size, mean: IMAGENET_MEAN, std: IMAGENET_STD }
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -56,11 +58,11 @@ pub fn run(args: Args) -> Result<()> {
                 .with_fold_batch_norm(args.fold_batch_norm)
                 .with_class_names(classes)
                 .with_preprocessing(&recipe);
-            export_onnx(&loaded.model, &options, &args.out)?;
+            export_onnx(loaded.model.as_ref(), &options, &args.out)?;
         }
         Format::Torchscript => {
             let example = Tensor::zeros([2, 3, side, side], (Kind::Float, Device::Cpu));
-            export_torchscript(&loaded.model, &example, &args.out)?;
+            export_torchscript(loaded.model.as_ref(), &example, &args.out)?;
             let mut sidecar = serde_json::json!({
                 "classes": classes,
                 "image_size": size,

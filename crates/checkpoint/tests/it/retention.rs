@@ -26,7 +26,7 @@ fn assert_all_load(dir: &Path, context: &str) {
 fn save_epochs(manager: &mut CheckpointManager, model: &Linear, epochs: std::ops::RangeInclusive<u64>) {
     for epoch in epochs {
         let snapshot =
-            Snapshot { progress: Progress { epoch, global_step: epoch }, ..Snapshot::model(model) };
+            Snapshot { progress: Progress { epoch, global_step: epoch, batch: 0 }, ..Snapshot::model(model) };
         manager.save(snapshot, epoch as f64).unwrap();
     }
 }
@@ -108,8 +108,10 @@ fn child_process_entry_for_the_retention_kill_test() {
     let model = torchlight_nn::resnet18(10);
     let mut manager = CheckpointManager::new(PathBuf::from(dir), "val_acc", MetricMode::Max).keep_epochs(1);
     for epoch in 1.. {
-        let snapshot =
-            Snapshot { progress: Progress { epoch, global_step: epoch }, ..Snapshot::model(&model) };
+        let snapshot = Snapshot {
+            progress: Progress { epoch, global_step: epoch, batch: 0 },
+            ..Snapshot::model(&model)
+        };
         manager.save(snapshot, (epoch % 7) as f64).unwrap();
     }
 }

@@ -22,12 +22,14 @@ fn tiny_run(dir: &Path) -> (PathBuf, PathBuf) {
     let mut config = TrainConfig::default();
     config.data.image_size = 32;
     config.train.device = "cpu".into();
-    let card = ModelCard { config, classes: vec!["circle".into(), "cross".into(), "star".into()] };
-    let model = card.build_model(tch::Device::Cpu).unwrap();
+    // Initialised as train would (ModelCard::build_model leaves the tensors for a restore).
+    let model = torchlight_train::build_model(&config, 3, tch::Device::Cpu).unwrap();
+    let classes = vec!["circle".into(), "cross".into(), "star".into()];
+    let card = ModelCard { config, classes, schedule_start: 0 };
     let checkpoint = dir.join("checkpoint");
     let snapshot = torchlight_checkpoint::Snapshot {
         config: serde_json::to_value(&card).unwrap(),
-        ..torchlight_checkpoint::Snapshot::model(&model)
+        ..torchlight_checkpoint::Snapshot::model(model.as_ref())
     };
     torchlight_checkpoint::save(&checkpoint, &snapshot).unwrap();
     (checkpoint, data)
