@@ -61,7 +61,8 @@ fn a_restart_cleans_what_a_crash_at_each_point_of_retention_left() {
         }),
     ];
     for (round, (point, crash)) in points.into_iter().enumerate() {
-        let root = temp_dir(&format!("retention{round}")).join("checkpoints");
+        let tmp = temp_dir(&format!("retention{round}"));
+        let root = tmp.join("checkpoints");
         let mut manager = CheckpointManager::new(&root, "val_acc", MetricMode::Max).keep_epochs(2);
         save_epochs(&mut manager, &model, 1..=2);
         crash(&root);
@@ -121,7 +122,8 @@ fn child_process_entry_for_the_retention_kill_test() {
 #[test]
 fn a_run_killed_while_pruning_epochs_leaves_only_complete_checkpoints() {
     for (round, delay_ms) in [30u64, 150, 290].into_iter().enumerate() {
-        let root = temp_dir(&format!("retention-kill{round}")).join("checkpoints");
+        let tmp = temp_dir(&format!("retention-kill{round}"));
+        let root = tmp.join("checkpoints");
         // Killed some time after the first pruning.
         let ready = || root.join("epoch_0002").exists();
         let test = "retention::child_process_entry_for_the_retention_kill_test";
@@ -136,6 +138,5 @@ fn a_run_killed_while_pruning_epochs_leaves_only_complete_checkpoints() {
             restarted.leftovers_removed()
         );
         assert_all_load(&root, &format!("round {round}, after the restart"));
-        std::fs::remove_dir_all(root.parent().unwrap()).unwrap();
     }
 }
