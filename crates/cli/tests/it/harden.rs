@@ -119,6 +119,17 @@ fn a_closed_pipe_ends_predict_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    // A command that still prints with println! (demo-data) is caught by the panic hook.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_torchlight"))
+        .args(["demo-data", "--out", &s(&dir.join("demo")), "--per-class", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !stderr.contains("panicked"), "{:?}: {stderr}", out.status);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
