@@ -19,14 +19,19 @@ commands:
                           into the per-user cache, once, and link them into this workspace;
                           --cuda forces the full CUDA libtorch
   test [--cuda] [ARGS..]  setup, then run every test of the workspace (unit, integration, doc);
-                          ARGS after `--` go to `cargo test`; then check the crates as
-                          dependencies: vision and data without libtorch, the facade's
-                          features, and a project outside the workspace
+                          ARGS after `--` go to `cargo test`; then run the examples and check
+                          the crates as dependencies: vision and data without libtorch, the
+                          facade's features, and a project outside the workspace
   crates                  setup, then only those crates-as-dependencies checks
-  train-demo              setup, then the seed workflow end to end on a synthetic image set:
+  train-demo              install libtorch (not the reference PyTorch, which only tests use),
+                          then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
   bench [--quick]         setup, then Torchlight against PyTorch on each workload, interleaved;
                           writes target/bench/report.json and docs/benchmarks.{md,png}
+  fuzz [--cases N] [..]   install libtorch, then mutate the seed corpus through the .pth reader,
+                          safetensors loading and image decoding (release build; N cases per
+                          target, default 10000; `-- --help` lists the other options); inputs
+                          that panicked are kept in target/fuzz
 ";
 
 fn main() {
@@ -43,6 +48,10 @@ fn run() -> Result<()> {
         bail!("no command given");
     };
     let rest: Vec<String> = args.collect();
+    if command == "fuzz" {
+        install(needs(&command), false)?;
+        return fuzz(&rest);
+    }
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");
     let quick = flags.iter().any(|f| f == "--quick") && command == "bench";
@@ -58,7 +67,7 @@ fn run() -> Result<()> {
             standalone::check(&root, &target_dir(&root), cargo)
         }
         "train-demo" => {
-            setup(cuda)?;
+            install(needs(&command), cuda)?;
             let root = workspace_root();
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
@@ -66,7 +75,7 @@ fn run() -> Result<()> {
             demo::train_demo(&root, &target, cargo)
         }
         "bench" => {
-            setup(cuda)?;
+            install(needs(&command), cuda)?;
             let root = workspace_root();
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
@@ -105,12 +114,58 @@ fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// What a command installs before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    /// Nothing (help, an unknown command).
+    Nothing,
+    /// libtorch, to build and run Torchlight.
+    Libtorch,
+    /// libtorch and the reference PyTorch (4.7 GB) that parity tests and the benchmark compare
+    /// against.
+    LibtorchAndReference,
+}
+
+/// The demo only builds and runs Torchlight; tests and the benchmark also run real PyTorch.
+fn needs(command: &str) -> Needs {
+    match command {
+        "train-demo" | "fuzz" => Needs::Libtorch,
+        "setup" | "test" | "bench" => Needs::LibtorchAndReference,
+        _ => Needs::Nothing,
+    }
+}
+
+/// Installs what `needs` names; returns the libtorch installed, if any.
+fn install(needs: Needs, cuda: bool) -> Result<Option<libtorch::Installed>> {
+    let root = workspace_root();
+    if needs == Needs::Nothing {
+        return Ok(None);
+    }
+    let installed = libtorch::setup(&root, cuda)?;
+    if needs == Needs::LibtorchAndReference {
+        pyref::setup(&root)?;
+    }
+    Ok(Some(installed))
+}
+
 /// libtorch for building and the reference PyTorch for the parity tests.
 fn setup(cuda: bool) -> Result<libtorch::Installed> {
-    let root = workspace_root();
-    let installed = libtorch::setup(&root, cuda)?;
-    pyref::setup(&root)?;
-    Ok(installed)
+    Ok(install(needs("setup"), cuda)?.expect("setup installs libtorch"))
+}
+
+/// `cargo xtask fuzz`: the fuzz runner in release, its options passed through.
+fn fuzz(options: &[String]) -> Result<()> {
+    let options: Vec<&String> = options.iter().filter(|a| *a != "--").collect();
+    let mut cmd = cargo();
+    cmd.current_dir(workspace_root())
+        .args(["run", "--release", "--quiet", "-p", "torchlight-fuzz", "--"])
+        .args(options);
+    eprintln!("xtask: running {cmd:?}");
+    let status = cmd.status().context("could not start cargo")?;
+    if !status.success() {
+        bail!("the fuzz run found panics or failed ({status})");
+    }
+    Ok(())
 }
 
 fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
@@ -135,4 +190,19 @@ fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
 /// Where cargo builds: `$CARGO_TARGET_DIR`, else `<root>/target`.
 fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_installs_libtorch_alone_and_tests_the_reference_too() {
+        assert_eq!(needs("train-demo"), Needs::Libtorch, "the demo never runs Python");
+        assert_eq!(needs("fuzz"), Needs::Libtorch);
+        assert_eq!(needs("test"), Needs::LibtorchAndReference);
+        assert_eq!(needs("bench"), Needs::LibtorchAndReference);
+        assert_eq!(needs("setup"), Needs::LibtorchAndReference);
+        assert_eq!(needs("help"), Needs::Nothing);
+    }
 }

@@ -90,8 +90,11 @@ fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
         .iter()
         .map(|(k, t)| (k.clone(), t.detach().to_device(tch::Device::Cpu).contiguous()))
         .collect();
-    Tensor::write_safetensors(&cpu, path)
-        .map_err(|e| CheckpointError::Torch { path: path.to_path_buf(), message: e.to_string() })
+    torchlight_nn::write_safetensors(&cpu, path).map_err(|e| match e {
+        // A full disk or a missing folder: the OS's words, once, with the path.
+        torchlight_nn::NnError::Io { path, error } => CheckpointError::Io { path, error },
+        other => CheckpointError::Torch { path: path.to_path_buf(), message: other.to_string() },
+    })
 }
 
 /// Writes `snapshot` to the checkpoint folder `dir`, atomically: a crash or kill at any point
@@ -176,8 +179,11 @@ fn read_verified(dir: &Path, name: &str, meta: &Meta) -> Result<Vec<(String, Ten
             reason: format!("CRC-32 {} does not match the recorded {}", found.crc32, record.crc32),
         });
     }
-    let mut tensors = Tensor::read_safetensors(&path)
-        .map_err(|e| CheckpointError::Corrupt { path, reason: e.to_string() })?;
+    let mut tensors = torchlight_nn::read_safetensors(&path).map_err(|e| match e {
+        torchlight_nn::NnError::Io { path, error } => CheckpointError::Io { path, error },
+        torchlight_nn::NnError::Safetensors { reason, .. } => CheckpointError::Corrupt { path, reason },
+        other => CheckpointError::Corrupt { path, reason: other.to_string() },
+    })?;
     // safetensors keeps no order; sorted keys make the result the same on every read.
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(tensors)
@@ -228,7 +234,7 @@ impl Checkpoint {
     pub fn restore_model(&self, model: &dyn Module) -> Result<LoadReport> {
         let weights = self.model.iter().map(|(k, t)| (k.clone(), t.shallow_clone())).collect();
         load_state_dict(model, weights, &LoadOptions::strict())
-            .map_err(|source| CheckpointError::Model { path: self.dir.join(MODEL_FILE), source })
+            .map_err(|error| CheckpointError::Model { path: self.dir.join(MODEL_FILE), error })
     }
 
     /// The training loop's tensors as saved (`loop.*`, prefix removed), sorted by key.
@@ -254,7 +260,7 @@ impl Checkpoint {
     }
 
     fn optim_err(&self) -> impl FnOnce(torchlight_optim::OptimError) -> CheckpointError + '_ {
-        move |source| CheckpointError::Optim { path: self.dir.clone(), source }
+        move |error| CheckpointError::Optim { path: self.dir.clone(), error }
     }
 
     fn missing(&self, what: &'static str) -> CheckpointError {
@@ -320,11 +326,52 @@ impl Checkpoint {
 /// Writes the weights of checkpoint `dir` alone to `out` (a safetensors file PyTorch loads with
 /// `model.load_state_dict(safetensors.torch.load_file(out))`): the inference artefact, without
 /// optimizer state. Verified on read, written through a temporary file and a rename.
+///
+/// # Errors
+/// Anything [`Checkpoint::load`] reports, and [`CheckpointError::Io`] naming `out` (never the
+/// temporary file) when it cannot be written, e.g. because its folder does not exist.
 pub fn export_weights(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<()> {
     let checkpoint = Checkpoint::load(dir)?;
     let out = out.as_ref();
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        let error = std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("the folder {} does not exist", parent.display()),
+        );
+        return Err(CheckpointError::Io { path: out.to_path_buf(), error });
+    }
     let tmp = out.with_extension("safetensors.tmp");
-    write_tensors(&tmp, checkpoint.model_state())?;
-    fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp))?;
-    fs::rename(&tmp, out).map_err(io(out))
+    let written = write_tensors(&tmp, checkpoint.model_state())
+        .and_then(|()| fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp)))
+        .and_then(|()| fs::rename(&tmp, out).map_err(io(out)));
+    written.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        match e {
+            CheckpointError::Io { error, .. } => CheckpointError::Io { path: out.to_path_buf(), error },
+            CheckpointError::Torch { message, .. } => {
+                CheckpointError::Torch { path: out.to_path_buf(), message }
+            }
+            other => other,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/dev/full` fails every write with ENOSPC, as a full disk does.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_full_disk_is_an_io_error_in_words_naming_the_file_once() {
+        let tensors = vec![("w".to_string(), Tensor::from_slice(&[1f32; 64]))];
+        let err = write_tensors(Path::new("/dev/full"), &tensors).unwrap_err();
+        assert!(matches!(err, CheckpointError::Io { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("No space left on device"), "{text}");
+        assert_eq!(text.matches("/dev/full").count(), 1, "{text}");
+        assert!(!text.contains("IoError") && !text.contains("StorageFull"), "no Debug formatting: {text}");
+        assert!(std::error::Error::source(&err).is_none(), "the OS error is not repeated as a source");
+    }
 }

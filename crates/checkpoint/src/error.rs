@@ -7,12 +7,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum CheckpointError {
     /// A file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or folder.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
     /// The folder is not a Torchlight checkpoint (no `meta.json`, or a foreign one).
     #[error("{}: not a Torchlight checkpoint ({reason})", path.display())]
@@ -51,20 +51,21 @@ pub enum CheckpointError {
         reason: String,
     },
     /// The weights do not fit the model (another architecture or head size).
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Model {
         /// The weights file.
         path: PathBuf,
-        /// Which keys are missing, unexpected or mis-shaped.
-        source: torchlight_nn::NnError,
+        /// Which keys are missing, unexpected or mis-shaped (in the message, so not also a
+        /// `source()`).
+        error: torchlight_nn::NnError,
     },
     /// The optimizer, scheduler or GradScaler state does not fit the objects given.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Optim {
         /// The checkpoint folder.
         path: PathBuf,
-        /// What does not fit.
-        source: torchlight_optim::OptimError,
+        /// What does not fit (in the message, so not also a `source()`).
+        error: torchlight_optim::OptimError,
     },
     /// A component the caller asked to restore is not in the checkpoint.
     #[error("{}: the checkpoint holds no {what}", path.display())]
@@ -89,5 +90,5 @@ pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
 
 pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> CheckpointError {
     let path = path.into();
-    move |source| CheckpointError::Io { path, source }
+    move |error| CheckpointError::Io { path, error }
 }

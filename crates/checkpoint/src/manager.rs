@@ -1,7 +1,7 @@
 //! Retention for a run's checkpoints: `last` every epoch, `best` by a metric, and optionally
 //! the last N epochs (`epoch_0007`).
 
-use crate::atomic::Staging;
+use crate::atomic::{clean_leftovers, remove, Staging};
 use crate::checkpoint::{save, Checkpoint, Snapshot};
 use crate::error::{io, Result};
 use crate::meta::{Metric, MetricMode};
@@ -16,6 +16,7 @@ pub struct CheckpointManager {
     mode: MetricMode,
     keep_epochs: usize,
     best: Option<Metric>,
+    leftovers: Vec<PathBuf>,
 }
 
 /// What [`CheckpointManager::save`] wrote.
@@ -30,10 +31,22 @@ pub struct Saved {
 impl CheckpointManager {
     /// A manager for `root` choosing `best` by `metric` (`"val_acc"`, [`MetricMode::Max`]).
     /// Picks up the best metric of an existing `best` checkpoint, so a resumed run keeps it.
+    ///
+    /// Folders a killed run left half-written or half-deleted in `root` are deleted first
+    /// (see [`CheckpointManager::leftovers_removed`]); complete checkpoints are never touched.
+    /// That clean-up is best effort: a leftover that cannot be deleted stays, hidden, and
+    /// nothing reads it.
     pub fn new(root: impl Into<PathBuf>, metric: impl Into<String>, mode: MetricMode) -> Self {
         let root = root.into();
+        let leftovers = clean_leftovers(&root);
         let best = Checkpoint::load(root.join("best")).ok().and_then(|c| c.meta.metric);
-        CheckpointManager { root, metric: metric.into(), mode, keep_epochs: 0, best }
+        CheckpointManager { root, metric: metric.into(), mode, keep_epochs: 0, best, leftovers }
+    }
+
+    /// The folders [`CheckpointManager::new`] deleted: what a killed run left aside while
+    /// saving or deleting a checkpoint.
+    pub fn leftovers_removed(&self) -> &[PathBuf] {
+        &self.leftovers
     }
 
     /// Also keep the last `n` epochs as `epoch_NNNN` (0, the default, keeps none).
@@ -60,6 +73,8 @@ impl CheckpointManager {
     /// Saves `snapshot` (made after epoch `snapshot.progress.epoch`) with this epoch's metric
     /// value: always as `last`, as `best` when the metric improves, and as an epoch folder when
     /// keeping epochs. `best` and epoch folders share `last`'s files through hard links.
+    /// Epoch folders beyond the last `keep_epochs` are deleted so that a crash leaves each
+    /// either complete or gone, never half-deleted.
     pub fn save(&mut self, snapshot: Snapshot<'_>, value: f64) -> Result<Saved> {
         let epoch = snapshot.progress.epoch;
         let metric = Metric { name: self.metric.clone(), value, mode: self.mode, epoch };
@@ -82,7 +97,7 @@ impl CheckpointManager {
             epochs.sort();
             let excess = epochs.len().saturating_sub(self.keep_epochs);
             for old in epochs.into_iter().take(excess) {
-                fs::remove_dir_all(&old).map_err(io(&old))?;
+                remove(&old)?;
                 removed.push(old);
             }
         }

@@ -1,8 +1,9 @@
 //! `torchlight eval`.
 
 use crate::loaded::load;
+use crate::outln;
 use anyhow::{bail, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::Subset;
 use torchlight_tensor::DeviceSpec;
@@ -34,8 +35,10 @@ pub fn run(args: Args) -> Result<()> {
     let loaded = load(&args.checkpoint, device)?;
     let config = &loaded.card.config;
     let classes = &loaded.card.classes;
-    let dir = if args.data.join("test").is_dir() { args.data.join("test") } else { args.data.clone() };
-    let folder = ImageFolder::new(&dir)?.with_transform(eval_transform(config.data.image_size as usize));
+    let dir = data_folder(&args.data)?;
+    let folder = ImageFolder::new(&dir)?
+        .with_max_pixels(config.data.pixel_limit())
+        .with_transform(eval_transform(config.data.image_size as usize));
     if folder.classes() != classes.as_slice() {
         bail!(
             "{}: classes [{}] do not match the checkpoint's [{}]",
@@ -66,21 +69,40 @@ pub fn run(args: Args) -> Result<()> {
             "support": support,
             "confusion_matrix": m.confusion.rows(),
         });
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(());
     }
-    println!("{}: {} images", dir.display(), m.count);
-    println!("accuracy {:.4}   top{} {:.4}   loss {:.4}", m.top1, m.k, m.topk, m.loss);
+    outln!("{}: {} images", dir.display(), m.count)?;
+    outln!("accuracy {:.4}   top{} {:.4}   loss {:.4}", m.top1, m.k, m.topk, m.loss)?;
     let width = classes.iter().map(String::len).max().unwrap_or(5).max(5);
-    println!("\n{:<width$}  {:>8}  {:>8}", "class", "images", "accuracy");
+    outln!("\n{:<width$}  {:>8}  {:>8}", "class", "images", "accuracy")?;
     for ((name, acc), count) in classes.iter().zip(&per_class).zip(&support) {
         let acc = acc.map_or("-".to_string(), |a| format!("{a:.4}"));
-        println!("{name:<width$}  {count:>8}  {acc:>8}");
+        outln!("{name:<width$}  {count:>8}  {acc:>8}")?;
     }
-    println!("\nconfusion matrix (rows: true class, columns: predicted)");
+    outln!("\nconfusion matrix (rows: true class, columns: predicted)")?;
     for (name, row) in classes.iter().zip(m.confusion.rows()) {
         let cells: Vec<String> = row.iter().map(|c| format!("{c:>6}")).collect();
-        println!("{name:<width$}  {}", cells.join(""));
+        outln!("{name:<width$}  {}", cells.join(""))?;
     }
     Ok(())
+}
+
+/// The folder to evaluate: `data/test` when there is one, else `data` itself as an ImageFolder;
+/// a split root without `test/` (only `train/`, `val/`) is an error that says what to pass.
+fn data_folder(data: &Path) -> Result<PathBuf> {
+    if data.join("test").is_dir() {
+        return Ok(data.join("test"));
+    }
+    let splits: Vec<&str> = ["train", "val"].into_iter().filter(|s| data.join(s).is_dir()).collect();
+    if !splits.is_empty() {
+        let suggestion = data.join(if splits.contains(&"val") { "val" } else { "train" });
+        bail!(
+            "{} holds {} but no test/ split to evaluate; pass the split to evaluate as --data, e.g. --data {}",
+            data.display(),
+            splits.iter().map(|s| format!("{s}/")).collect::<Vec<_>>().join(" and "),
+            suggestion.display()
+        );
+    }
+    Ok(data.to_path_buf())
 }

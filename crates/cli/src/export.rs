@@ -1,11 +1,24 @@
 //! `torchlight export`.
 
-use crate::loaded::load;
-use anyhow::{bail, Result};
+use crate::loaded::{checkpoint_dir, load};
+use crate::outln;
+use anyhow::Result;
 use std::path::PathBuf;
 use tch::{Device, Kind, Tensor};
-use torchlight_export::{export_onnx, export_torchscript, OnnxOptions};
+use torchlight_export::{export_onnx, export_torchscript, OnnxOptions, Preprocessing};
+use torchlight_train::eval_resize;
 use torchlight_vision::{IMAGENET_MEAN, IMAGENET_STD};
+
+/// The formats `torchlight export` writes.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    /// ONNX opset 17 with a dynamic batch axis and the preprocessing in its metadata.
+    Onnx,
+    /// Traced TorchScript (`torch.jit.load`), with a `.json` sidecar of classes and preprocessing.
+    Torchscript,
+    /// The weights alone as safetensors, under PyTorch `state_dict` keys.
+    Safetensors,
+}
 
 /// Options of `torchlight export`.
 #[derive(clap::Args)]
@@ -13,10 +26,10 @@ pub struct Args {
     /// A checkpoint folder, or a run folder (its best checkpoint is used).
     #[arg(long)]
     checkpoint: PathBuf,
-    /// `onnx`, `torchscript`, or `safetensors` (the weights alone, PyTorch state_dict keys).
-    #[arg(long)]
-    format: String,
-    /// The file to write (`model.onnx`, `model.pt`).
+    /// What to write: `onnx`, `torchscript`, or `safetensors` (the weights alone).
+    #[arg(long, value_enum)]
+    format: Format,
+    /// The file to write (`model.onnx`, `model.pt`, `model.safetensors`); its folder must exist.
     #[arg(long)]
     out: PathBuf,
     /// ONNX: fold BatchNorm into the convolutions.
@@ -24,40 +37,50 @@ pub struct Args {
     fold_batch_norm: bool,
 }
 
+/// The evaluation preprocessing of a model trained at `image_size`: what `eval_transform`
+/// (torchlight-train) applies, `Resize(eval_resize(image_size))`, `CenterCrop(image_size)`,
+/// ImageNet's mean and std.
+fn preprocessing(image_size: u32) -> Preprocessing {
+    let resize = eval_resize(image_size as usize) as u32;
+    Preprocessing { resize, crop: image_size, mean: IMAGENET_MEAN, std: IMAGENET_STD }
+}
+
 pub fn run(args: Args) -> Result<()> {
     let loaded = load(&args.checkpoint, Device::Cpu)?;
-    let size = loaded.card.config.data.image_size as i64;
+    let data = &loaded.card.config.data;
+    let size = data.image_size;
     let classes = &loaded.card.classes;
-    match args.format.as_str() {
-        "onnx" => {
-            let options = OnnxOptions::new(&[3, size, size])
+    let recipe = preprocessing(size);
+    let side = i64::from(size);
+    match args.format {
+        Format::Onnx => {
+            let options = OnnxOptions::new(&[3, side, side])
                 .with_fold_batch_norm(args.fold_batch_norm)
                 .with_class_names(classes)
-                .with_normalization(&IMAGENET_MEAN, &IMAGENET_STD);
+                .with_preprocessing(&recipe);
             export_onnx(loaded.model.as_ref(), &options, &args.out)?;
         }
-        "torchscript" => {
-            let example = Tensor::zeros([2, 3, size, size], (Kind::Float, Device::Cpu));
+        Format::Torchscript => {
+            let example = Tensor::zeros([2, 3, side, side], (Kind::Float, Device::Cpu));
             export_torchscript(loaded.model.as_ref(), &example, &args.out)?;
-            let sidecar = serde_json::json!({
+            let mut sidecar = serde_json::json!({
                 "classes": classes,
                 "image_size": size,
-                "mean": IMAGENET_MEAN,
-                "std": IMAGENET_STD,
+                "max_image_pixels": data.max_image_pixels,
                 "input": "[N, 3, S, S] float32, RGB in [0, 1] normalised with mean/std",
             });
-            std::fs::write(args.out.with_extension("json"), serde_json::to_string_pretty(&sidecar)?)?;
+            for (key, value) in recipe.metadata() {
+                // Numbers and lists as JSON values, words as strings.
+                sidecar[key] = serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value));
+            }
+            let path = args.out.with_extension("json");
+            std::fs::write(&path, serde_json::to_string_pretty(&sidecar)?)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
-        "safetensors" => {
-            let dir = if args.checkpoint.join("checkpoints/best").is_dir() {
-                args.checkpoint.join("checkpoints/best")
-            } else {
-                args.checkpoint.clone()
-            };
-            torchlight_checkpoint::export_weights(&dir, &args.out)?;
+        Format::Safetensors => {
+            torchlight_checkpoint::export_weights(checkpoint_dir(&args.checkpoint), &args.out)?;
         }
-        other => bail!("--format {other}: expected `onnx`, `torchscript` or `safetensors`"),
     }
-    println!("wrote {}", args.out.display());
+    outln!("wrote {}", args.out.display())?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! preprocessing it was trained with.
 
 use anyhow::{Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tch::Device;
 use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::Module;
@@ -13,13 +13,19 @@ pub struct Loaded {
     pub card: ModelCard,
 }
 
-/// Loads `path` (a checkpoint folder, or a run folder whose `checkpoints/best` is used).
-pub fn load(path: &Path, device: Device) -> Result<Loaded> {
-    let dir = if path.join("checkpoints/best").is_dir() {
-        path.join("checkpoints/best")
+/// A run folder's best checkpoint (`checkpoints/best`), or `path` itself.
+pub fn checkpoint_dir(path: &Path) -> PathBuf {
+    let best = path.join("checkpoints/best");
+    if best.is_dir() {
+        best
     } else {
         path.to_path_buf()
-    };
+    }
+}
+
+/// Loads `path` (a checkpoint folder, or a run folder whose `checkpoints/best` is used).
+pub fn load(path: &Path, device: Device) -> Result<Loaded> {
+    let dir = checkpoint_dir(path);
     let checkpoint = Checkpoint::load(&dir)?;
     let card = ModelCard::from_checkpoint(&checkpoint)?;
     let model = card.build_model(device)?;

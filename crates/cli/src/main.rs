@@ -5,6 +5,7 @@ mod doctor;
 mod eval;
 mod export;
 mod loaded;
+mod out;
 mod predict;
 mod setup;
 mod summary;
@@ -30,7 +31,7 @@ enum Command {
     Predict(predict::Args),
     /// Print a model's per-layer parameter table.
     Summary(summary::Args),
-    /// Export a checkpoint to ONNX or TorchScript.
+    /// Export a checkpoint to ONNX, TorchScript, or its weights alone as safetensors.
     Export(export::Args),
     /// Check data, model and training set-up, cheapest first: PASS / WARN / FAIL with fixes.
     Doctor(doctor::Args),
@@ -41,6 +42,7 @@ enum Command {
 }
 
 fn main() {
+    out::quiet_on_closed_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Train(args) => train::run(*args),

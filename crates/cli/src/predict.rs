@@ -1,14 +1,15 @@
 //! `torchlight predict`.
 
 use crate::loaded::load;
-use anyhow::{anyhow, Context, Result};
+use crate::outln;
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 use torchlight_export::load_torchscript;
 use torchlight_tensor::{no_grad, seed::rng_from_seed, DeviceSpec};
 use torchlight_train::eval_transform;
-use torchlight_vision::{decode_file, Sample, Transform};
+use torchlight_vision::{decode_file_with, DecodeOptions, Sample, Transform, DEFAULT_MAX_IMAGE_PIXELS};
 
 /// Options of `torchlight predict`.
 #[derive(clap::Args)]
@@ -17,7 +18,8 @@ pub struct Args {
     /// `.json` sidecar naming the classes and input size).
     #[arg(long)]
     checkpoint: PathBuf,
-    /// Images to classify.
+    /// Images to classify. Each is reported on its own; the exit status is non-zero if any
+    /// could not be classified.
     #[arg(required = true)]
     images: Vec<PathBuf>,
     /// How many classes to list per image.
@@ -26,6 +28,11 @@ pub struct Args {
     /// `auto`, `cpu`, `cuda` or `cuda:N`.
     #[arg(long, default_value = "auto")]
     device: String,
+    /// The most pixels an image may declare before it is refused unread (a decompression bomb
+    /// guard; 0 lifts it). Default: the checkpoint's `data.max_image_pixels`, else Pillow's
+    /// 178956970.
+    #[arg(long)]
+    max_image_pixels: Option<u64>,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -36,6 +43,9 @@ pub struct Args {
 pub struct Sidecar {
     pub classes: Vec<String>,
     pub image_size: usize,
+    /// The pixel limit of the run it was exported from (absent in older sidecars).
+    #[serde(default)]
+    pub max_image_pixels: Option<u64>,
 }
 
 enum Runner {
@@ -43,27 +53,38 @@ enum Runner {
     Script(tch::CModule),
 }
 
+/// One image's outcome: its top classes, or why it could not be classified.
+type Outcome = std::result::Result<Vec<(String, f64)>, String>;
+
 pub fn run(args: Args) -> Result<()> {
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
-    let (runner, classes, size) = if args.checkpoint.extension().is_some_and(|e| e == "pt") {
+    // A file is an exported TorchScript module; a folder is a checkpoint or run folder.
+    let (runner, classes, size, run_limit) = if args.checkpoint.is_file() {
+        let mut module = load_torchscript(&args.checkpoint)?;
         let sidecar_path = args.checkpoint.with_extension("json");
         let text = std::fs::read_to_string(&sidecar_path).with_context(|| {
             format!("{}: the TorchScript file's sidecar is needed for class names", sidecar_path.display())
         })?;
         let sidecar: Sidecar =
             serde_json::from_str(&text).with_context(|| format!("{}", sidecar_path.display()))?;
-        let mut module = load_torchscript(&args.checkpoint)?;
         module.to(device, Kind::Float, false);
-        (Runner::Script(module), sidecar.classes, sidecar.image_size)
+        (Runner::Script(module), sidecar.classes, sidecar.image_size, sidecar.max_image_pixels)
     } else {
         let loaded = load(&args.checkpoint, device)?;
-        let (classes, size) = (loaded.card.classes.clone(), loaded.card.config.data.image_size as usize);
-        (Runner::Native(Box::new(loaded)), classes, size)
+        let data = &loaded.card.config.data;
+        let (classes, size, limit) =
+            (loaded.card.classes.clone(), data.image_size as usize, data.max_image_pixels);
+        (Runner::Native(Box::new(loaded)), classes, size, Some(limit))
     };
+    if classes.is_empty() {
+        bail!("{}: the model has no class names", args.checkpoint.display());
+    }
+    let limit = args.max_image_pixels.or(run_limit).unwrap_or(DEFAULT_MAX_IMAGE_PIXELS);
+    let decode = DecodeOptions::default().with_max_pixels((limit > 0).then_some(limit));
     let transform = eval_transform(size);
-    let mut results = Vec::new();
-    for path in &args.images {
-        let x = preprocess(&transform, path)?.to_device(device);
+    let k = args.top_k.clamp(1, classes.len()) as i64;
+    let classify = |path: &Path| -> Result<Vec<(String, f64)>> {
+        let x = preprocess(&transform, path, &decode)?.to_device(device);
         let logits = {
             let _g = no_grad();
             match &runner {
@@ -74,38 +95,52 @@ pub fn run(args: Args) -> Result<()> {
             }
         };
         let probs = logits.softmax(-1, Kind::Float).squeeze_dim(0).to_device(Device::Cpu);
-        let k = args.top_k.clamp(1, classes.len()) as i64;
         let (p, i) = probs.topk(k, 0, true, true);
-        let top: Vec<(String, f64)> = Vec::<i64>::try_from(&i)?
+        Ok(Vec::<i64>::try_from(&i)?
             .into_iter()
             .zip(Vec::<f64>::try_from(&p.to_kind(Kind::Double))?)
             .map(|(i, p)| (classes[i as usize].clone(), p))
-            .collect();
-        results.push((path.clone(), top));
+            .collect())
+    };
+    let mut failed = 0;
+    let mut results: Vec<(PathBuf, Outcome)> = Vec::new();
+    for path in &args.images {
+        let outcome = classify(path).map_err(|e| format!("{e:#}"));
+        if let Err(e) = &outcome {
+            failed += 1;
+            // Reported as it happens (stderr), so a long list shows progress on its failures.
+            eprintln!("error: {e}");
+        }
+        if !args.json {
+            if let Ok(top) = &outcome {
+                let list: Vec<String> = top.iter().map(|(c, p)| format!("{c} {:.1}%", p * 100.0)).collect();
+                outln!("{}: {}", path.display(), list.join(", "))?;
+            }
+        }
+        results.push((path.clone(), outcome));
     }
     if args.json {
         let json: Vec<_> = results
             .iter()
-            .map(|(path, top)| {
-                serde_json::json!({
+            .map(|(path, outcome)| match outcome {
+                Ok(top) => serde_json::json!({
                     "image": path,
                     "top": top.iter().map(|(c, p)| serde_json::json!({"class": c, "probability": p})).collect::<Vec<_>>(),
-                })
+                }),
+                Err(e) => serde_json::json!({"image": path, "error": e}),
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        for (path, top) in results {
-            let list: Vec<String> = top.iter().map(|(c, p)| format!("{c} {:.1}%", p * 100.0)).collect();
-            println!("{}: {}", path.display(), list.join(", "));
-        }
+        outln!("{}", serde_json::to_string_pretty(&json)?)?;
+    }
+    if failed > 0 {
+        bail!("{failed} of {} images could not be classified", args.images.len());
     }
     Ok(())
 }
 
 /// Decodes `path` and applies the evaluation transform: `[1, 3, S, S]`.
-fn preprocess(transform: &dyn Transform, path: &Path) -> Result<Tensor> {
-    let image = decode_file(path)?;
+fn preprocess(transform: &dyn Transform, path: &Path, decode: &DecodeOptions) -> Result<Tensor> {
+    let image = decode_file_with(path, decode)?;
     let sample = transform.apply(Sample::Image(image), &mut rng_from_seed(0))?;
     let t = sample
         .into_tensor()

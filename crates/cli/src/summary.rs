@@ -1,5 +1,6 @@
 //! `torchlight summary`.
 
+use crate::outln;
 use anyhow::{anyhow, Result};
 use torchlight_nn::{architecture, architecture_names, count_parameters, freeze_all_but, summary_table};
 
@@ -9,8 +10,8 @@ pub struct Args {
     /// Architecture: resnet18, resnet34, resnet50, resnet101, resnet152.
     #[arg(long, default_value = "resnet18")]
     model: String,
-    /// Classes of the head.
-    #[arg(long, default_value_t = 1000)]
+    /// Classes of the head (at least 1).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
     num_classes: i64,
     /// Freeze everything but the head first, as the first stage of a fine-tune.
     #[arg(long)]
@@ -25,11 +26,14 @@ pub fn run(args: Args) -> Result<()> {
     if args.frozen_backbone {
         freeze_all_but(model.as_ref(), arch.head);
     }
-    print!("{}", summary_table(model.as_ref()));
+    outln!("{}", summary_table(model.as_ref()).trim_end_matches('\n'))?;
     let count = count_parameters(model.as_ref());
-    println!(
+    outln!(
         "{} with {} classes: {} parameters ({} trainable)",
-        args.model, args.num_classes, count.total, count.trainable
-    );
+        args.model,
+        args.num_classes,
+        count.total,
+        count.trainable
+    )?;
     Ok(())
 }

@@ -20,28 +20,28 @@ pub struct Args {
     #[arg(long)]
     weights: Option<PathBuf>,
     /// Epochs to train.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     epochs: Option<usize>,
     /// Side of the square model input.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     image_size: Option<u32>,
     /// Images per batch.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     batch_size: Option<usize>,
     /// Learning rate of the head.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     lr: Option<f64>,
     /// Learning rate of the backbone once unfrozen.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     backbone_lr: Option<f64>,
     /// Epochs with the backbone frozen (only the head trains).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     freeze_epochs: Option<usize>,
     /// Loader worker threads.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     workers: Option<usize>,
     /// Seed for initialisation, split, shuffling and augmentation.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     seed: Option<u64>,
     /// Mixed precision (fp16 + GradScaler on CUDA, bf16 on CPU).
     #[arg(long)]

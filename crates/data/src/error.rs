@@ -73,14 +73,28 @@ pub enum DataError {
     /// A loader worker thread could not be started.
     #[error("cannot start a loader worker thread: {0}")]
     Spawn(std::io::Error),
-    /// A libtorch error while building batch tensors.
+    /// A libtorch error while building batch tensors (in the message, so not also a `source()`).
     #[cfg(feature = "tch")]
     #[error("building batch tensors: {0}")]
-    Tensor(#[from] torchlight_tensor::TensorError),
-    /// A tch error while building batch tensors.
+    Tensor(torchlight_tensor::TensorError),
+    /// A tch error while building batch tensors (in the message, so not also a `source()`).
     #[cfg(feature = "tch")]
     #[error("building batch tensors: {0}")]
-    Tch(#[from] tch::TchError),
+    Tch(tch::TchError),
+}
+
+#[cfg(feature = "tch")]
+impl From<torchlight_tensor::TensorError> for DataError {
+    fn from(e: torchlight_tensor::TensorError) -> Self {
+        DataError::Tensor(e)
+    }
+}
+
+#[cfg(feature = "tch")]
+impl From<tch::TchError> for DataError {
+    fn from(e: tch::TchError) -> Self {
+        DataError::Tch(e)
+    }
 }
 
 /// `Result` with [`DataError`].

@@ -17,16 +17,28 @@ pub enum ExportError {
         reason: String,
     },
     /// Writing the file failed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
     /// libtorch failed while tracing or saving TorchScript.
     #[error("TorchScript export failed: {0}")]
     TorchScript(String),
+    /// A file given as a TorchScript module is not one.
+    #[error(
+        "{}: not a TorchScript module ({reason}); export one with `torchlight export --format torchscript` \
+         or `torch.jit.save` in Python",
+        path.display()
+    )]
+    NotTorchScript {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What it is instead, in one line.
+        reason: String,
+    },
 }
 
 /// `Result` with [`ExportError`].

@@ -4,12 +4,16 @@
 //!   [`load_torchscript`]) run at any batch size.
 //! - [`export_onnx`]: ONNX opset 17 written natively (no Python, no `protoc`), with a dynamic
 //!   batch axis, weights as initializers and `metadata_props` for preprocessing.
+//! - [`Preprocessing`]: the evaluation recipe both carry, so a deployer need not guess it.
 
 mod error;
+mod io;
 mod onnx;
 pub mod onnx_proto;
+mod preprocessing;
 mod torchscript;
 
 pub use error::{ExportError, Result};
 pub use onnx::{export_onnx, onnx_model, OnnxOptions, OPSET};
+pub use preprocessing::Preprocessing;
 pub use torchscript::{export_torchscript, load_torchscript};

@@ -6,7 +6,9 @@
 //! it does not know is an error naming the layer's path, never a silently wrong graph.
 
 use crate::error::{ExportError, Result};
+use crate::io::{check_parent, write_through_tmp};
 use crate::onnx_proto::*;
+use crate::preprocessing::Preprocessing;
 use prost::Message;
 use std::path::Path;
 use tch::{Kind, Tensor};
@@ -64,6 +66,13 @@ impl OnnxOptions {
             |v: &[f32]| format!("[{}]", v.iter().map(|x| format!("{x}")).collect::<Vec<_>>().join(", "));
         self.metadata.push(("mean".into(), list(mean)));
         self.metadata.push(("std".into(), list(std)));
+        self
+    }
+    /// Records the evaluation preprocessing (resize side, interpolation, crop, value range,
+    /// channel order, layout, mean and std, and the torchvision recipe), so a deployer need
+    /// not guess any of it; see [`Preprocessing::metadata`] for the keys.
+    pub fn with_preprocessing(mut self, preprocessing: &Preprocessing) -> Self {
+        self.metadata.extend(preprocessing.metadata());
         self
     }
     /// Any other `metadata_props` entry.
@@ -529,10 +538,13 @@ fn first_device(model: &dyn Module) -> tch::Device {
 
 /// Exports `model` (in eval mode) to an ONNX file at `path`, through a temporary file and a
 /// rename. Nothing is written when a layer cannot be exported.
+///
+/// # Errors
+/// [`ExportError::Unsupported`] naming a layer with no ONNX rule; [`ExportError::Io`] naming
+/// `path` (never the temporary file) when it cannot be written, e.g. its folder is missing.
 pub fn export_onnx(model: &dyn Module, options: &OnnxOptions, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
+    check_parent(path)?;
     let bytes = onnx_model(model, options)?.encode_to_vec();
-    let tmp = path.with_extension("onnx.tmp");
-    std::fs::write(&tmp, bytes).map_err(|source| ExportError::Io { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, path).map_err(|source| ExportError::Io { path: path.to_path_buf(), source })
+    write_through_tmp(path, "onnx.tmp", |tmp| std::fs::write(tmp, &bytes))
 }

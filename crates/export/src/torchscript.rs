@@ -1,6 +1,7 @@
 //! TorchScript export by tracing, loadable by Python's `torch.jit.load`.
 
 use crate::error::{ExportError, Result};
+use crate::io::check_parent;
 use std::path::Path;
 use tch::Tensor;
 use torchlight_nn::{named_tensors, Module, Role};
@@ -15,8 +16,13 @@ use torchlight_tensor::jit::{trace_and_save, TracedTensor};
 /// Parameters and buffers become the TorchScript module's attributes under their `state_dict`
 /// keys; parameters are frozen for the duration of the trace and their `requires_grad`
 /// restored afterwards.
+///
+/// # Errors
+/// [`ExportError::Io`] naming `path` (never the temporary file) when its folder is missing or
+/// it cannot be written; [`ExportError::TorchScript`] when tracing fails.
 pub fn export_torchscript(model: &dyn Module, example: &Tensor, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
+    check_parent(path)?;
     let tensors = named_tensors(model);
     let params: Vec<&Tensor> =
         tensors.iter().filter(|(_, _, r)| *r == Role::Parameter).map(|(_, t, _)| t).collect();
@@ -36,13 +42,69 @@ pub fn export_torchscript(model: &dyn Module, example: &Tensor, path: impl AsRef
     for (p, flag) in params.iter().zip(flags) {
         let _ = p.set_requires_grad(flag);
     }
-    result.map_err(|e| ExportError::TorchScript(e.to_string()))?;
-    std::fs::rename(&tmp, path).map_err(|source| ExportError::Io { path: path.to_path_buf(), source })
+    let renamed = result.map_err(|e| ExportError::TorchScript(first_line(&e.to_string()))).and_then(|()| {
+        std::fs::rename(&tmp, path).map_err(|error| ExportError::Io { path: path.to_path_buf(), error })
+    });
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed
 }
 
 /// Loads a TorchScript file for inference (`torch.jit.load`), e.g. one written by
 /// [`export_torchscript`] or by PyTorch.
+///
+/// # Errors
+/// [`ExportError::Io`] when the file cannot be read; [`ExportError::NotTorchScript`] when it
+/// is not a TorchScript module (a state_dict or checkpoint saved with `torch.save`, a legacy
+/// file, anything else), in one line without libtorch's C++ stack.
 pub fn load_torchscript(path: impl AsRef<Path>) -> Result<tch::CModule> {
     let path = path.as_ref();
-    tch::CModule::load(path).map_err(|e| ExportError::TorchScript(format!("loading {}: {e}", path.display())))
+    let not = |reason: String| ExportError::NotTorchScript { path: path.to_path_buf(), reason };
+    let mut magic = [0u8; 4];
+    {
+        use std::io::Read;
+        let io = |error| ExportError::Io { path: path.to_path_buf(), error };
+        let n = std::fs::File::open(path).map_err(io)?.read(&mut magic).map_err(io)?;
+        if n < 4 || &magic != b"PK\x03\x04" {
+            let what = if magic[..2] == [0x80, 0x02] {
+                "a pickle, e.g. a legacy torch.save file"
+            } else {
+                "not a zip archive"
+            };
+            return Err(not(what.to_string()));
+        }
+    }
+    tch::CModule::load(path).map_err(|e| {
+        let text = e.to_string();
+        if text.contains("constants.pkl") {
+            not("a zip archive without TorchScript code, such as a state_dict or checkpoint saved with \
+                 torch.save"
+                .to_string())
+        } else {
+            not(first_line(&text))
+        }
+    })
+}
+
+/// libtorch's message without its C++ stack trace, the `Internal torch error: ` prefix and
+/// miniz's advice about corrupted checkpoints.
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let line = line.strip_prefix("Internal torch error: ").unwrap_or(line);
+    let line = line.split(" This is an internal miniz error.").next().unwrap_or(line);
+    line.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libtorch_messages_are_cut_to_their_first_line() {
+        let raw = "Internal torch error: PytorchStreamReader failed reading zip archive: not a ZIP archive. \
+                   This is an internal miniz error. If you are seeing this error...\nException raised from valid \
+                   at inline_container.cc:242\nframe #0: c10::Error::Error";
+        assert_eq!(first_line(raw), "PytorchStreamReader failed reading zip archive: not a ZIP archive.");
+    }
 }

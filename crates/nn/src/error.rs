@@ -7,12 +7,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum NnError {
     /// A weights file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
     /// A PyTorch `.pth` file that is malformed or holds more than a state_dict of tensors.
     #[error("{}: cannot read as a PyTorch state_dict: {reason}", path.display())]

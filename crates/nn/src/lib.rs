@@ -98,7 +98,8 @@ pub use resnet::{
 };
 pub use sequential::Sequential;
 pub use state_dict::{
-    load_state_dict, load_weights, read_safetensors, read_weights, save_safetensors, LoadOptions, LoadReport,
+    load_state_dict, load_weights, read_safetensors, read_weights, save_safetensors, write_safetensors,
+    LoadOptions, LoadReport,
 };
 pub use tch::nn::ModuleT;
 pub use var_store::VarStoreModule;

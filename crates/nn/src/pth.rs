@@ -10,9 +10,18 @@
 
 use crate::error::{NnError, Result};
 use std::collections::HashMap;
+use std::fmt;
 use std::io::Read;
 use std::path::Path;
 use tch::{Kind, Tensor};
+
+/// The most values one `data.pkl` may create or copy (memo references copy). A real
+/// state_dict needs some tens per tensor; the cap keeps a crafted pickle that references a
+/// memo entry over and over (each copy twice the size of the last) from exhausting memory.
+const MAX_NODES: usize = 1 << 22;
+/// The deepest nesting of tuples, lists and dicts in `data.pkl`. A state_dict nests a few
+/// levels; the cap keeps formatting and dropping a crafted structure off the call stack.
+const MAX_DEPTH: usize = 100;
 
 /// A pickle value, restricted to what a state_dict holds.
 #[derive(Debug, Clone)]
@@ -24,9 +33,9 @@ enum Value {
     #[allow(dead_code)] // read through Debug, in error messages
     Float(f64),
     Str(String),
-    Tuple(Vec<Value>),
-    List(Vec<Value>),
-    Dict(Vec<(Value, Value)>),
+    Tuple(Nested<Value>),
+    List(Nested<Value>),
+    Dict(Nested<(Value, Value)>),
     /// An allowed global (callable or storage type).
     Global(Global),
     /// A storage reference from a persistent id: dtype, entry key, element count.
@@ -38,6 +47,77 @@ enum Value {
     /// A tensor view of a storage.
     Tensor(TensorRef),
     Mark,
+}
+
+/// The items of a tuple, list or dict, with the size and depth of everything below them, so
+/// the machine can bound both without walking the structure.
+#[derive(Clone)]
+struct Nested<T> {
+    items: Vec<T>,
+    /// Values in this container and below, itself included.
+    nodes: usize,
+    /// 1 + the deepest child's depth.
+    depth: usize,
+}
+
+impl<T: fmt::Debug> fmt::Debug for Nested<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.items.fmt(f)
+    }
+}
+
+impl Value {
+    fn nodes(&self) -> usize {
+        match self {
+            Value::Tuple(n) | Value::List(n) => n.nodes,
+            Value::Dict(n) => n.nodes,
+            _ => 1,
+        }
+    }
+    fn depth(&self) -> usize {
+        match self {
+            Value::Tuple(n) | Value::List(n) => n.depth,
+            Value::Dict(n) => n.depth,
+            _ => 0,
+        }
+    }
+}
+
+impl<T> Nested<T> {
+    fn empty() -> Self {
+        Nested { items: Vec::new(), nodes: 1, depth: 1 }
+    }
+}
+
+fn nested(items: Vec<Value>) -> std::result::Result<Nested<Value>, String> {
+    let mut n = Nested::empty();
+    for v in items {
+        push_item(&mut n, v)?;
+    }
+    Ok(n)
+}
+
+/// Appends `v` to `n`, keeping its size and depth and refusing to nest deeper than
+/// [`MAX_DEPTH`].
+fn push_item(n: &mut Nested<Value>, v: Value) -> std::result::Result<(), String> {
+    n.depth = n.depth.max(v.depth() + 1);
+    n.nodes += v.nodes();
+    n.items.push(v);
+    check_depth(n.depth)
+}
+
+fn push_pair(n: &mut Nested<(Value, Value)>, k: Value, v: Value) -> std::result::Result<(), String> {
+    n.depth = n.depth.max(k.depth().max(v.depth()) + 1);
+    n.nodes += k.nodes() + v.nodes();
+    n.items.push((k, v));
+    check_depth(n.depth)
+}
+
+fn check_depth(depth: usize) -> std::result::Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("data.pkl nests containers more than {MAX_DEPTH} deep (not a state_dict)"));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,9 +166,14 @@ struct Machine<'a> {
     pos: usize,
     stack: Vec<Value>,
     memo: HashMap<u32, Value>,
+    /// Values this pickle may still create or copy (see [`MAX_NODES`]).
+    nodes_left: usize,
 }
 
 impl<'a> Machine<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        Machine { data, pos: 0, stack: Vec::new(), memo: HashMap::new(), nodes_left: MAX_NODES }
+    }
     fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
         let end = end.ok_or_else(|| format!("data.pkl ends inside an opcode at byte {}", self.pos))?;
@@ -112,6 +197,18 @@ impl<'a> Machine<'a> {
         self.pos += n + 1;
         Ok(text)
     }
+    /// Accounts for `n` new or copied values against [`MAX_NODES`].
+    fn charge(&mut self, n: usize) -> std::result::Result<(), String> {
+        self.nodes_left = self.nodes_left.checked_sub(n).ok_or_else(|| {
+            format!("data.pkl builds more than {MAX_NODES} values (not a plain state_dict)")
+        })?;
+        Ok(())
+    }
+    fn push(&mut self, v: Value) -> std::result::Result<(), String> {
+        self.charge(1)?;
+        self.stack.push(v);
+        Ok(())
+    }
     fn pop(&mut self) -> std::result::Result<Value, String> {
         self.stack.pop().ok_or_else(|| "pickle stack underflow in data.pkl".to_string())
     }
@@ -128,6 +225,15 @@ impl<'a> Machine<'a> {
     fn top_mut(&mut self) -> std::result::Result<&mut Value, String> {
         self.stack.last_mut().ok_or_else(|| "pickle stack underflow in data.pkl".to_string())
     }
+    fn memo_put(&mut self, k: u32) -> std::result::Result<(), String> {
+        let nodes =
+            self.stack.last().ok_or_else(|| "pickle stack underflow in data.pkl".to_string())?.nodes();
+        // Charged before copying: a copy is as large as the value.
+        self.charge(nodes)?;
+        let v = self.stack.last().expect("checked above").clone();
+        self.memo.insert(k, v);
+        Ok(())
+    }
 
     fn run(mut self) -> std::result::Result<Value, String> {
         loop {
@@ -140,38 +246,38 @@ impl<'a> Machine<'a> {
                         return Err(format!("pickle protocol {proto} is not supported"));
                     }
                 }
-                b'}' => self.stack.push(Value::Dict(Vec::new())),
-                b']' => self.stack.push(Value::List(Vec::new())),
-                b')' => self.stack.push(Value::Tuple(Vec::new())),
-                b'(' => self.stack.push(Value::Mark),
-                b'N' => self.stack.push(Value::None),
-                0x88 => self.stack.push(Value::Bool(true)),
-                0x89 => self.stack.push(Value::Bool(false)),
+                b'}' => self.push(Value::Dict(Nested::empty()))?,
+                b']' => self.push(Value::List(Nested::empty()))?,
+                b')' => self.push(Value::Tuple(Nested::empty()))?,
+                b'(' => self.push(Value::Mark)?,
+                b'N' => self.push(Value::None)?,
+                0x88 => self.push(Value::Bool(true))?,
+                0x89 => self.push(Value::Bool(false))?,
                 b'K' => {
                     let v = self.u8()?;
-                    self.stack.push(Value::Int(i64::from(v)));
+                    self.push(Value::Int(i64::from(v)))?;
                 }
                 b'M' => {
                     let v = self.u16()?;
-                    self.stack.push(Value::Int(i64::from(v)));
+                    self.push(Value::Int(i64::from(v)))?;
                 }
                 b'J' => {
                     let v = self.u32()? as i32;
-                    self.stack.push(Value::Int(i64::from(v)));
+                    self.push(Value::Int(i64::from(v)))?;
                 }
                 0x8a => {
                     let n = usize::from(self.u8()?);
-                    let bytes = self.take(n)?;
                     if n > 8 {
-                        return Err(format!("integer of {n} bytes in data.pkl is too large"));
+                        return Err(format!("integer of {n} bytes at byte {at} of data.pkl is too large"));
                     }
+                    let bytes = self.take(n)?;
                     let mut buf = if bytes.last().is_some_and(|b| b & 0x80 != 0) { [0xff; 8] } else { [0; 8] };
                     buf[..n].copy_from_slice(bytes);
-                    self.stack.push(Value::Int(i64::from_le_bytes(buf)));
+                    self.push(Value::Int(i64::from_le_bytes(buf)))?;
                 }
                 b'G' => {
                     let v = f64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes"));
-                    self.stack.push(Value::Float(v));
+                    self.push(Value::Float(v))?;
                 }
                 b'X' | 0x8c | b'U' | b'T' => {
                     let n = match op {
@@ -180,36 +286,37 @@ impl<'a> Machine<'a> {
                     };
                     let bytes = self.take(n)?;
                     let s = String::from_utf8(bytes.to_vec()).map_err(|_| format!("non-UTF-8 string at byte {at}"))?;
-                    self.stack.push(Value::Str(s));
+                    self.push(Value::Str(s))?;
                 }
                 b'c' => {
                     let module = self.line()?;
                     let name = self.line()?;
-                    self.stack.push(Value::Global(global(&module, &name)?));
+                    let g = global(&module, &name)?;
+                    self.push(Value::Global(g))?;
                 }
                 b'q' => {
                     let k = u32::from(self.u8()?);
-                    let v = self.top_mut()?.clone();
-                    self.memo.insert(k, v);
+                    self.memo_put(k)?;
                 }
                 b'r' => {
                     let k = self.u32()?;
-                    let v = self.top_mut()?.clone();
-                    self.memo.insert(k, v);
+                    self.memo_put(k)?;
                 }
                 0x94 => {
                     let k = self.memo.len() as u32;
-                    let v = self.top_mut()?.clone();
-                    self.memo.insert(k, v);
+                    self.memo_put(k)?;
                 }
                 b'h' | b'j' => {
                     let k = if op == b'h' { u32::from(self.u8()?) } else { self.u32()? };
-                    let v = self.memo.get(&k).cloned().ok_or_else(|| format!("pickle memo {k} is not set"))?;
+                    let nodes = self.memo.get(&k).ok_or_else(|| format!("pickle memo {k} is not set"))?.nodes();
+                    self.charge(nodes)?;
+                    let v = self.memo[&k].clone();
                     self.stack.push(v);
                 }
                 b't' => {
                     let items = self.pop_mark()?;
-                    self.stack.push(Value::Tuple(items));
+                    let t = Value::Tuple(nested(items)?);
+                    self.push(t)?;
                 }
                 0x85..=0x87 => {
                     let n = usize::from(op - 0x84);
@@ -217,28 +324,33 @@ impl<'a> Machine<'a> {
                         return Err("pickle stack underflow in data.pkl".to_string());
                     }
                     let items = self.stack.split_off(self.stack.len() - n);
-                    self.stack.push(Value::Tuple(items));
+                    let t = Value::Tuple(nested(items)?);
+                    self.push(t)?;
                 }
                 b'a' => {
                     let v = self.pop()?;
                     match self.top_mut()? {
-                        Value::List(l) => l.push(v),
-                        other => return Err(format!("APPEND to a non-list {other:?}")),
+                        Value::List(l) => push_item(l, v)?,
+                        other => return Err(format!("APPEND to a non-list {}", short(other))),
                     }
                 }
                 b'e' => {
                     let items = self.pop_mark()?;
                     match self.top_mut()? {
-                        Value::List(l) => l.extend(items),
-                        other => return Err(format!("APPENDS to a non-list {other:?}")),
+                        Value::List(l) => {
+                            for v in items {
+                                push_item(l, v)?;
+                            }
+                        }
+                        other => return Err(format!("APPENDS to a non-list {}", short(other))),
                     }
                 }
                 b's' => {
                     let v = self.pop()?;
                     let k = self.pop()?;
                     match self.top_mut()? {
-                        Value::Dict(d) => d.push((k, v)),
-                        other => return Err(format!("SETITEM on a non-dict {other:?}")),
+                        Value::Dict(d) => push_pair(d, k, v)?,
+                        other => return Err(format!("SETITEM on a non-dict {}", short(other))),
                     }
                 }
                 b'u' => {
@@ -246,24 +358,23 @@ impl<'a> Machine<'a> {
                     if items.len() % 2 != 0 {
                         return Err("SETITEMS with an odd number of items".to_string());
                     }
-                    let mut pairs = Vec::with_capacity(items.len() / 2);
+                    let Value::Dict(d) = self.top_mut()? else {
+                        let other = short(self.top_mut()?);
+                        return Err(format!("SETITEMS on a non-dict {other}"));
+                    };
                     let mut it = items.into_iter();
                     while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                        pairs.push((k, v));
-                    }
-                    match self.top_mut()? {
-                        Value::Dict(d) => d.extend(pairs),
-                        other => return Err(format!("SETITEMS on a non-dict {other:?}")),
+                        push_pair(d, k, v)?;
                     }
                 }
                 b'Q' => {
                     let pid = self.pop()?;
-                    self.stack.push(persistent_load(pid)?);
+                    self.push(persistent_load(pid)?)?;
                 }
                 b'R' => {
                     let args = self.pop()?;
                     let callable = self.pop()?;
-                    self.stack.push(reduce(callable, args)?);
+                    self.push(reduce(callable, args)?)?;
                 }
                 b'b' => {
                     // BUILD: an OrderedDict's `_metadata` (module versions) is the only state a
@@ -271,7 +382,7 @@ impl<'a> Machine<'a> {
                     let _state = self.pop()?;
                     match self.top_mut()? {
                         Value::Dict(_) | Value::Tensor(_) => {}
-                        other => return Err(format!("BUILD on unsupported object {other:?}")),
+                        other => return Err(format!("BUILD on unsupported object {}", short(other))),
                     }
                 }
                 b'.' => return self.pop(),
@@ -287,38 +398,39 @@ impl<'a> Machine<'a> {
 
 fn persistent_load(pid: Value) -> std::result::Result<Value, String> {
     let Value::Tuple(items) = pid else {
-        return Err(format!("unexpected persistent id {pid:?}"));
+        return Err(format!("unexpected persistent id {}", short(&pid)));
     };
-    match items.as_slice() {
+    match items.items.as_slice() {
         [Value::Str(tag), Value::Global(Global::StorageType(kind)), Value::Str(key), _location, Value::Int(numel)]
             if tag == "storage" =>
         {
             Ok(Value::Storage { kind: *kind, key: key.clone(), numel: *numel })
         }
-        _ => Err(format!("unexpected persistent id {items:?}")),
+        _ => Err(format!("unexpected persistent id {}", short(&Value::Tuple(items)))),
     }
 }
 
 fn ints(v: &Value, what: &str) -> std::result::Result<Vec<i64>, String> {
     match v {
         Value::Tuple(items) | Value::List(items) => items
+            .items
             .iter()
             .map(|i| match i {
                 Value::Int(n) => Ok(*n),
-                other => Err(format!("{what} holds a non-integer {other:?}")),
+                other => Err(format!("{what} holds a non-integer {}", short(other))),
             })
             .collect(),
-        other => Err(format!("{what} is not a tuple: {other:?}")),
+        other => Err(format!("{what} is not a tuple: {}", short(other))),
     }
 }
 
 fn reduce(callable: Value, args: Value) -> std::result::Result<Value, String> {
     let Value::Tuple(args) = args else {
-        return Err(format!("REDUCE arguments are not a tuple: {args:?}"));
+        return Err(format!("REDUCE arguments are not a tuple: {}", short(&args)));
     };
     match callable {
-        Value::Global(Global::OrderedDict) => Ok(Value::Dict(Vec::new())),
-        Value::Global(Global::RebuildTensorV2) => match args.as_slice() {
+        Value::Global(Global::OrderedDict) => Ok(Value::Dict(Nested::empty())),
+        Value::Global(Global::RebuildTensorV2) => match args.items.as_slice() {
             [Value::Storage { kind, key, numel }, Value::Int(offset), size, stride, ..] => {
                 Ok(Value::Tensor(TensorRef {
                     kind: *kind,
@@ -329,23 +441,110 @@ fn reduce(callable: Value, args: Value) -> std::result::Result<Value, String> {
                     stride: ints(stride, "tensor stride")?,
                 }))
             }
-            _ => Err(format!("_rebuild_tensor_v2 with unexpected arguments {args:?}")),
+            _ => Err(format!("_rebuild_tensor_v2 with unexpected arguments {}", short(&Value::Tuple(args)))),
         },
-        Value::Global(Global::RebuildParameter) => match args.into_iter().next() {
+        Value::Global(Global::RebuildParameter) => match args.items.into_iter().next() {
             Some(t @ Value::Tensor(_)) => Ok(t),
-            other => Err(format!("_rebuild_parameter of a non-tensor {other:?}")),
+            Some(other) => Err(format!("_rebuild_parameter of a non-tensor {}", short(&other))),
+            None => Err("_rebuild_parameter without arguments".to_string()),
         },
-        other => Err(format!("cannot call {other:?}")),
+        other => Err(format!("cannot call {}", short(&other))),
     }
 }
 
+/// The byte length of a storage of `numel` elements of `kind`, refusing what torch.load
+/// refuses: a negative count, or one whose byte size does not fit.
+fn storage_bytes(numel: i64, kind: Kind) -> std::result::Result<usize, String> {
+    let bytes = u64::try_from(numel)
+        .ok()
+        .and_then(|n| n.checked_mul(kind.elt_size_in_bytes() as u64))
+        .filter(|&b| b <= i64::MAX as u64)
+        .and_then(|b| usize::try_from(b).ok());
+    bytes.ok_or_else(|| format!("storage of {numel} {kind:?} elements is impossible"))
+}
+
+/// Checks a view of a storage of `storage_numel` elements as torch's `set_` does before any
+/// tensor is built, with checked arithmetic: equal ranks, no negative size, offset or (on a
+/// dimension longer than 1) stride, an element count and a reach that fit in `i64`, and a
+/// reach inside the storage. A view with no elements touches no storage, so any offset and
+/// stride are accepted for it, as torch accepts them. Returns the element count.
+fn check_view(
+    size: &[i64],
+    stride: &[i64],
+    offset: i64,
+    storage_numel: i64,
+) -> std::result::Result<i64, String> {
+    if size.len() != stride.len() {
+        return Err(format!("size {size:?} and stride {stride:?} have different lengths"));
+    }
+    if offset < 0 {
+        return Err(format!("negative storage offset {offset}"));
+    }
+    if let Some(s) = size.iter().find(|&&s| s < 0) {
+        return Err(format!("negative dimension {s} in size {size:?}"));
+    }
+    let numel = size
+        .iter()
+        .try_fold(1i64, |n, &s| n.checked_mul(s))
+        .ok_or_else(|| format!("size {size:?} has more elements than fit in 64 bits"))?;
+    if numel == 0 {
+        return Ok(0);
+    }
+    let overflow = || format!("size {size:?} with stride {stride:?} at offset {offset} overflows");
+    let mut last = offset;
+    for (&s, &st) in size.iter().zip(stride) {
+        if s == 1 {
+            continue;
+        }
+        if st < 0 {
+            return Err(format!("negative stride {st} in stride {stride:?}"));
+        }
+        last = (s - 1).checked_mul(st).and_then(|d| last.checked_add(d)).ok_or_else(overflow)?;
+    }
+    if last >= storage_numel {
+        return Err(format!(
+            "view of size {size:?}, stride {stride:?} at offset {offset} reaches element {last} of a \
+             storage of {storage_numel}"
+        ));
+    }
+    Ok(numel)
+}
+
+/// Reads the zip entry `name`, at most `limit` bytes plus one (so a longer entry is seen to be
+/// longer without reading it all).
+fn read_entry<R: Read + std::io::Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    name: &str,
+    limit: u64,
+) -> std::result::Result<Vec<u8>, String> {
+    let entry = archive.by_name(name).map_err(|e| format!("entry {name}: {e}"))?;
+    // The declared size is the file's word only: reserve no more than the limit.
+    let reserve = entry.size().min(limit).min(1 << 26) as usize;
+    let mut buf = Vec::with_capacity(reserve);
+    entry
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("entry {name} is truncated or corrupt: {e}"))?;
+    Ok(buf)
+}
+
+/// The longest `data.pkl` read: state_dicts of the largest models pickle to a few MB.
+const MAX_PICKLE_BYTES: u64 = 1 << 30;
+
 /// Reads a `.pth` state_dict into `(key, tensor)` pairs in the file's order. Tensors are
 /// contiguous CPU tensors with the saved dtype.
+///
+/// Everything the file declares is checked before it is used, as `torch.load` checks it:
+/// storage sizes against the archive's records, and each tensor's size, stride and offset
+/// against its storage (no negative values, no overflow, nothing out of bounds). A file that
+/// `torch.load` refuses is an error here too, naming the file and the tensor.
+///
+/// # Errors
+/// [`NnError::Io`] if the file cannot be opened, [`NnError::Pth`] for anything malformed.
 pub fn read_pth(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     let fail = |reason: String| NnError::Pth { path: path.to_path_buf(), reason };
-    let file =
-        std::fs::File::open(path).map_err(|source| NnError::Io { path: path.to_path_buf(), source })?;
+    let file = std::fs::File::open(path).map_err(|error| NnError::Io { path: path.to_path_buf(), error })?;
     let mut archive = zip::ZipArchive::new(file).map_err(|e| {
         fail(format!("not a zip archive ({e}); files from torch.save before PyTorch 1.6 are not supported"))
     })?;
@@ -355,65 +554,132 @@ pub fn read_pth(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
         .map(str::to_string)
         .ok_or_else(|| fail("no <archive>/data.pkl entry".to_string()))?;
     let prefix = pkl_name.trim_end_matches("data.pkl").to_string();
-    let read_entry = |archive: &mut zip::ZipArchive<std::fs::File>, name: &str| -> Result<Vec<u8>> {
-        let mut entry = archive.by_name(name).map_err(|e| fail(format!("entry {name}: {e}")))?;
-        let mut buf = Vec::with_capacity(entry.size() as usize);
-        entry
-            .read_to_end(&mut buf)
-            .map_err(|e| fail(format!("entry {name} is truncated or corrupt: {e}")))?;
-        Ok(buf)
-    };
-    if let Ok(order) = read_entry(&mut archive, &format!("{prefix}byteorder")) {
+    if archive.file_names().any(|n| n.starts_with(&format!("{prefix}code/"))) {
+        return Err(fail(
+            "this is a TorchScript module (torch.jit.save), not a state_dict; save the weights with \
+             `torch.save(model.state_dict(), path)`"
+                .to_string(),
+        ));
+    }
+    if let Ok(order) = read_entry(&mut archive, &format!("{prefix}byteorder"), 16) {
         if order != b"little" {
             return Err(fail(format!("byte order `{}` is not supported", String::from_utf8_lossy(&order))));
         }
     }
-    let pkl = read_entry(&mut archive, &pkl_name)?;
-    let machine = Machine { data: &pkl, pos: 0, stack: Vec::new(), memo: HashMap::new() };
-    let root = machine.run().map_err(fail)?;
+    let pkl = read_entry(&mut archive, &pkl_name, MAX_PICKLE_BYTES).map_err(fail)?;
+    if pkl.len() as u64 > MAX_PICKLE_BYTES {
+        return Err(fail(format!("{pkl_name} is larger than {MAX_PICKLE_BYTES} bytes")));
+    }
+    let root = Machine::new(&pkl).run().map_err(fail)?;
     let Value::Dict(items) = root else {
         return Err(fail(format!("the top-level object is not a dict but {}", short(&root))));
     };
     let mut storages: HashMap<String, Tensor> = HashMap::new();
-    let mut out = Vec::with_capacity(items.len());
-    for (k, v) in items {
+    let mut out = Vec::with_capacity(items.items.len());
+    for (k, v) in items.items {
         let Value::Str(key) = k else {
             return Err(fail(format!("a state_dict key is not a string: {}", short(&k))));
         };
         let Value::Tensor(t) = v else {
             return Err(fail(format!("value of `{key}` is not a tensor but {}", short(&v))));
         };
+        let bad = |reason: String| fail(format!("`{key}`: {reason}"));
         if !storages.contains_key(&t.key) {
-            let bytes = read_entry(&mut archive, &format!("{prefix}data/{}", t.key))?;
-            let expected = t.storage_numel as usize * t.kind.elt_size_in_bytes();
+            let expected = storage_bytes(t.storage_numel, t.kind).map_err(bad)?;
+            let name = format!("{prefix}data/{}", t.key);
+            let bytes = read_entry(&mut archive, &name, expected as u64).map_err(bad)?;
             if bytes.len() != expected {
-                return Err(fail(format!(
-                    "storage {} of `{key}` has {} bytes, expected {expected}",
-                    t.key,
-                    bytes.len()
-                )));
+                let found = if bytes.len() > expected { "more".to_string() } else { bytes.len().to_string() };
+                return Err(bad(format!("storage {} has {found} bytes, expected {expected}", t.key)));
             }
-            storages.insert(t.key.clone(), Tensor::from_data_size(&bytes, &[t.storage_numel], t.kind));
+            let storage = Tensor::f_from_data_size(&bytes, &[t.storage_numel], t.kind)
+                .map_err(|e| bad(format!("storage {}: {e}", t.key)))?;
+            storages.insert(t.key.clone(), storage);
         }
+        // Like torch.load, a storage is read once; later references reuse it as it is.
         let storage = &storages[&t.key];
-        let reach: i64 =
-            t.offset + t.size.iter().zip(&t.stride).map(|(s, st)| (s - 1).max(0) * st).sum::<i64>();
-        if t.size.len() != t.stride.len() || (t.size.iter().all(|&s| s > 0) && reach >= t.storage_numel) {
-            return Err(fail(format!(
-                "`{key}`: view {:?}/{:?} at {} exceeds its storage",
-                t.size, t.stride, t.offset
+        if storage.kind() != t.kind {
+            return Err(bad(format!(
+                "storage {} is used as {:?} and as {:?}",
+                t.key,
+                storage.kind(),
+                t.kind
             )));
         }
-        out.push((key, storage.as_strided(t.size.as_slice(), t.stride.as_slice(), t.offset).contiguous()));
+        let numel = check_view(&t.size, &t.stride, t.offset, storage.numel() as i64).map_err(bad)?;
+        let tensor = if numel == 0 {
+            Tensor::f_zeros(t.size.as_slice(), (t.kind, tch::Device::Cpu))
+        } else {
+            // A dimension of length 1 is never stepped along, so its stride (possibly negative,
+            // which as_strided refuses) does not matter.
+            let stride: Vec<i64> =
+                t.size.iter().zip(&t.stride).map(|(&s, &st)| if s == 1 { 0 } else { st }).collect();
+            storage
+                .f_as_strided(t.size.as_slice(), stride.as_slice(), t.offset)
+                .and_then(|v| v.f_contiguous())
+        };
+        out.push((key.clone(), tensor.map_err(|e| bad(e.to_string()))?));
     }
     Ok(out)
 }
 
+/// `v`'s Debug text, cut at 80 characters without formatting the rest.
 fn short(v: &Value) -> String {
-    let text = format!("{v:?}");
-    if text.len() > 80 {
-        format!("{}...", &text[..80])
-    } else {
-        text
+    struct Limited(String);
+    impl fmt::Write for Limited {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            for c in s.chars() {
+                if self.0.len() >= 80 {
+                    return Err(fmt::Error);
+                }
+                self.0.push(c);
+            }
+            Ok(())
+        }
+    }
+    let mut out = Limited(String::new());
+    match fmt::write(&mut out, format_args!("{v:?}")) {
+        Ok(()) => out.0,
+        Err(_) => format!("{}...", out.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_are_checked_with_torch_set_rules() {
+        assert_eq!(check_view(&[2, 3], &[3, 1], 0, 6), Ok(6));
+        assert_eq!(check_view(&[3, 2], &[1, 3], 0, 6), Ok(6), "a transposed view");
+        assert_eq!(check_view(&[], &[], 3, 4), Ok(1), "a scalar at the last element");
+        assert!(check_view(&[], &[], 4, 4).is_err(), "a scalar past the end");
+        assert_eq!(check_view(&[0, 3], &[i64::MAX, 1], i64::MAX, 0), Ok(0), "an empty view needs no storage");
+        assert_eq!(check_view(&[1], &[-5], 0, 1), Ok(1), "a length-1 dimension's stride is never used");
+        assert!(check_view(&[2], &[-1], 1, 4).unwrap_err().contains("negative stride"));
+        assert!(check_view(&[2], &[1], -1, 4).unwrap_err().contains("negative storage offset"));
+        assert!(check_view(&[-1], &[1], 0, 4).unwrap_err().contains("negative dimension"));
+        assert!(check_view(&[1 << 40, 1 << 40], &[1, 1], 0, 4).unwrap_err().contains("64 bits"));
+        assert!(check_view(&[3], &[1 << 62], 1 << 62, 4).unwrap_err().contains("overflows"));
+        assert!(check_view(&[2, 2], &[1], 0, 4).unwrap_err().contains("different lengths"));
+        assert!(check_view(&[2, 2], &[2, 1], 1, 4).unwrap_err().contains("reaches element 4"));
+    }
+
+    #[test]
+    fn storage_sizes_that_do_not_fit_are_refused() {
+        assert_eq!(storage_bytes(4, Kind::Float), Ok(16));
+        assert!(storage_bytes(-1, Kind::Float).is_err());
+        assert!(storage_bytes(1 << 61, Kind::Double).is_err());
+        assert!(storage_bytes(i64::MAX, Kind::Uint8).is_ok(), "fits; the record's length then decides");
+    }
+
+    #[test]
+    fn error_text_of_a_huge_value_is_cut_without_formatting_it_all() {
+        let mut list = Nested::empty();
+        for i in 0..100_000 {
+            push_item(&mut list, Value::Int(i)).unwrap();
+        }
+        let text = short(&Value::List(list));
+        assert!(text.len() <= 83 && text.ends_with("..."), "{text}");
     }
 }

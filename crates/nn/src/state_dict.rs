@@ -104,35 +104,126 @@ pub fn load_state_dict(
     Ok(report)
 }
 
+/// The first bytes of a file written by `torch.save` in its legacy (pre-1.6, or
+/// `_use_new_zipfile_serialization=False`) format: pickle protocol 2 and the 10-byte magic number.
+const LEGACY_TORCH_MAGIC: [u8; 4] = [0x80, 0x02, 0x8a, 0x0a];
+
 /// Reads a weights file: a PyTorch `.pth`/`.pt` zip archive (detected by its `PK` signature)
 /// or a safetensors file.
+///
+/// # Errors
+/// [`NnError::Io`] when the file cannot be read; [`NnError::Pth`] for a malformed archive, a
+/// TorchScript module or a file in `torch.save`'s legacy format (which says how to re-save
+/// it); [`NnError::Safetensors`] for a malformed safetensors file.
 pub fn read_weights(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     let mut magic = [0u8; 4];
     {
         use std::io::Read;
-        let mut f =
-            std::fs::File::open(path).map_err(|source| NnError::Io { path: path.to_path_buf(), source })?;
-        let n = f.read(&mut magic).map_err(|source| NnError::Io { path: path.to_path_buf(), source })?;
+        let io = |error| NnError::Io { path: path.to_path_buf(), error };
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let n = f.read(&mut magic).map_err(io)?;
         if n < 4 {
             return Err(NnError::Safetensors {
                 path: path.to_path_buf(),
-                reason: format!("file has only {n} bytes"),
+                reason: format!("the file has only {n} bytes"),
             });
         }
     }
     if &magic == b"PK\x03\x04" {
         read_pth(path)
+    } else if magic == LEGACY_TORCH_MAGIC {
+        Err(NnError::Pth {
+            path: path.to_path_buf(),
+            reason: "written in torch.save's legacy format (PyTorch before 1.6, or \
+                     `_use_new_zipfile_serialization=False`), which is not supported; re-save it in \
+                     Python with `torch.save(torch.load(path), new_path)`"
+                .to_string(),
+        })
     } else {
         read_safetensors(path)
     }
 }
 
-/// Reads a safetensors file into `(key, tensor)` pairs (CPU tensors).
+/// Reads a safetensors file into `(key, tensor)` pairs (CPU tensors), in the file's order of
+/// data offsets.
+///
+/// # Errors
+/// [`NnError::Io`] when the file cannot be read, [`NnError::Safetensors`] naming what is
+/// malformed (header length, JSON, offsets, dtypes).
 pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
-    Tensor::read_safetensors(path)
-        .map_err(|e| NnError::Safetensors { path: path.to_path_buf(), reason: e.to_string() })
+    let bytes = std::fs::read(path).map_err(|error| NnError::Io { path: path.to_path_buf(), error })?;
+    let bad = |reason: String| NnError::Safetensors { path: path.to_path_buf(), reason };
+    if bytes.len() >= 4 && bytes[..4] == LEGACY_TORCH_MAGIC {
+        return Err(bad("this is a PyTorch file in torch.save's legacy format, not safetensors".into()));
+    }
+    let file =
+        safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(describe_safetensors(&e, &bytes)))?;
+    let mut views = file.tensors();
+    views.sort_by_key(|(_, view)| view.data().as_ptr() as usize);
+    views
+        .into_iter()
+        .map(|(name, view)| {
+            let tensor = Tensor::try_from(view).map_err(|e| bad(format!("tensor `{name}`: {e}")))?;
+            Ok((name, tensor))
+        })
+        .collect()
+}
+
+/// A sentence for each way a safetensors file can be malformed (the crate's own Display is
+/// its Debug form, e.g. `HeaderTooLarge`).
+fn describe_safetensors(e: &safetensors::SafeTensorError, bytes: &[u8]) -> String {
+    use safetensors::SafeTensorError as E;
+    let declared = bytes.get(..8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+    let header =
+        || declared.map_or(String::new(), |n| format!(" (its first 8 bytes declare a header of {n} bytes)"));
+    match e {
+        E::HeaderTooSmall => {
+            format!("the file has {} bytes, fewer than the 8-byte header length", bytes.len())
+        }
+        E::HeaderTooLarge | E::InvalidHeaderLength => format!(
+            "not a safetensors file, or a truncated one: the header does not fit in the file's {} bytes{}",
+            bytes.len(),
+            header()
+        ),
+        E::InvalidHeader => "the header is not valid UTF-8".to_string(),
+        E::InvalidHeaderStart => "the header does not start with `{` (not a safetensors file)".to_string(),
+        E::InvalidHeaderDeserialization => {
+            "the header is not valid JSON, or not the JSON object safetensors expects".to_string()
+        }
+        E::JsonError(e) => format!("the header is not valid JSON: {e}"),
+        E::TensorInvalidInfo => "a tensor's dtype, shape and byte offsets disagree".to_string(),
+        E::InvalidOffset(name) => format!("the byte offsets of tensor `{name}` are invalid"),
+        E::MetadataIncompleteBuffer => {
+            "the tensors do not cover the data section exactly (truncated, or extra bytes)".to_string()
+        }
+        E::ValidationOverflow => "a tensor's shape or byte size overflows".to_string(),
+        E::TensorNotFound(name) => format!("no tensor `{name}`"),
+        E::InvalidTensorView(dtype, shape, len) => {
+            format!("{len} bytes cannot hold a {dtype:?} tensor of shape {shape:?}")
+        }
+        E::IoError(e) => e.to_string(),
+    }
+}
+
+/// Writes `(key, tensor)` pairs as a safetensors file at `path` (tensors must be contiguous
+/// CPU tensors of a dtype safetensors knows).
+///
+/// # Errors
+/// [`NnError::Io`] for a file that cannot be written (a missing folder, a full disk), naming
+/// `path`; [`NnError::Safetensors`] for a tensor that cannot be stored.
+pub fn write_safetensors(tensors: &[(String, Tensor)], path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    Tensor::write_safetensors(tensors, path).map_err(|e| match e {
+        tch::TchError::SafeTensorError { err: safetensors::SafeTensorError::IoError(error), .. } => {
+            NnError::Io { path: path.to_path_buf(), error }
+        }
+        tch::TchError::SafeTensorError { err, .. } => {
+            NnError::Safetensors { path: path.to_path_buf(), reason: describe_safetensors(&err, &[]) }
+        }
+        other => NnError::Safetensors { path: path.to_path_buf(), reason: other.to_string() },
+    })
 }
 
 /// Reads weights with [`read_weights`] and loads them with [`load_state_dict`].
@@ -143,12 +234,22 @@ pub fn load_weights(model: &dyn Module, path: impl AsRef<Path>, options: &LoadOp
 /// Writes `model.state_dict()` as safetensors (CPU, contiguous), through a temporary file and a
 /// rename so an existing file is never left half-written. Python reads it with
 /// `safetensors.torch.load_file(path)`.
+///
+/// # Errors
+/// As [`write_safetensors`], naming `path` (not the temporary file).
 pub fn save_safetensors(model: &dyn Module, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let tensors: Vec<(String, Tensor)> =
         state_dict(model).into_iter().map(|(k, t)| (k, t.to_device(tch::Device::Cpu).contiguous())).collect();
     let tmp = path.with_extension("safetensors.tmp");
-    Tensor::write_safetensors(&tensors, &tmp)
-        .map_err(|e| NnError::Safetensors { path: tmp.clone(), reason: e.to_string() })?;
-    std::fs::rename(&tmp, path).map_err(|source| NnError::Io { path: path.to_path_buf(), source })
+    let renamed = |e: NnError| match e {
+        NnError::Io { error, .. } => NnError::Io { path: path.to_path_buf(), error },
+        NnError::Safetensors { reason, .. } => NnError::Safetensors { path: path.to_path_buf(), reason },
+        other => other,
+    };
+    if let Err(e) = write_safetensors(&tensors, &tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(renamed(e));
+    }
+    std::fs::rename(&tmp, path).map_err(|error| NnError::Io { path: path.to_path_buf(), error })
 }

@@ -136,18 +136,18 @@ pub enum OptimError {
     #[error(transparent)]
     Tensor(#[from] TensorError),
     /// An error from tch (a libtorch exception in an op).
-    #[error("libtorch error in {op}: {source}")]
+    #[error("libtorch error in {op}: {error}")]
     Torch {
         /// The operation.
         op: &'static str,
-        /// tch's error.
-        source: tch::TchError,
+        /// tch's error (in the message, so not also a `source()`).
+        error: tch::TchError,
     },
 }
 
 impl OptimError {
     pub(crate) fn torch(op: &'static str) -> impl FnOnce(tch::TchError) -> Self {
-        move |source| OptimError::Torch { op, source }
+        move |error| OptimError::Torch { op, error }
     }
 
     pub(crate) fn invalid(

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum TrainError {
     /// A file or folder could not be read, written or created.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or folder.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
     /// A TOML config that does not parse or does not fit [`TrainConfig`](crate::TrainConfig)
     /// (unknown fields, wrong types).
@@ -188,8 +188,8 @@ pub enum TrainError {
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;
 
 impl TrainError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        TrainError::Io { path: path.into(), source }
+    pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
+        TrainError::Io { path: path.into(), error }
     }
 }
 

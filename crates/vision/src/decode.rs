@@ -1,11 +1,13 @@
 //! Decoding image files to RGB [`Image`]s with the `image` crate, as torchvision's
-//! `pil_loader` (`Image.open(path).convert("RGB")`) does with PIL.
+//! `pil_loader` (`Image.open(path).convert("RGB")`) does with PIL, with Pillow's guard against
+//! decompression bombs.
 
 use crate::error::{Result, VisionError};
 use crate::image::Image;
-use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader};
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
 use std::io::Cursor;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The file extensions `ImageFolder` picks up by default (compared case-insensitively):
 /// torchvision's `IMG_EXTENSIONS` (`.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp`) plus
@@ -13,46 +15,210 @@ use std::path::Path;
 pub const IMG_EXTENSIONS: &[&str] =
     &[".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif"];
 
-/// Decodes the image file at `path` to RGB.
+/// Pillow's `Image.MAX_IMAGE_PIXELS` (`1024 * 1024 * 1024 // 4 // 3`): above this many pixels
+/// Pillow warns of a possible decompression bomb, and so does [`decode_file`] (once per
+/// process, on stderr).
+pub const PIL_MAX_IMAGE_PIXELS: u64 = 89_478_485;
+
+/// The default pixel limit, twice [`PIL_MAX_IMAGE_PIXELS`]: where Pillow raises
+/// `DecompressionBombError`. An image declaring more pixels in its header is refused before
+/// any pixel is decoded.
+pub const DEFAULT_MAX_IMAGE_PIXELS: u64 = 2 * PIL_MAX_IMAGE_PIXELS;
+
+/// How files are decoded. `Default` is Pillow's guard: refuse images over
+/// [`DEFAULT_MAX_IMAGE_PIXELS`], warn over half of the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// The most pixels (width x height, read from the header before decoding) an image may
+    /// have; `None` for no limit (Pillow's `Image.MAX_IMAGE_PIXELS = None`). Images over half
+    /// of it decode with a warning, as Pillow's do over `MAX_IMAGE_PIXELS`.
+    pub max_pixels: Option<u64>,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions { max_pixels: Some(DEFAULT_MAX_IMAGE_PIXELS) }
+    }
+}
+
+impl DecodeOptions {
+    /// Options with the pixel limit `max_pixels` (`None`: unlimited).
+    pub fn with_max_pixels(mut self, max_pixels: Option<u64>) -> Self {
+        self.max_pixels = max_pixels;
+        self
+    }
+
+    /// What the pixel limit says of a `width x height` image.
+    pub fn check_pixels(&self, width: u32, height: u32) -> PixelCheck {
+        let pixels = u64::from(width) * u64::from(height);
+        match self.max_pixels {
+            Some(limit) if pixels > limit => PixelCheck::TooMany { pixels, limit },
+            Some(limit) if pixels > limit / 2 => PixelCheck::Warn { pixels, limit },
+            _ => PixelCheck::Fine,
+        }
+    }
+}
+
+/// The verdict of [`DecodeOptions::check_pixels`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PixelCheck {
+    /// Within half of the limit (or no limit).
+    Fine,
+    /// Over half of the limit: decoded, with a warning (Pillow's `DecompressionBombWarning`).
+    Warn {
+        /// The image's pixels.
+        pixels: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Over the limit: refused (Pillow's `DecompressionBombError`).
+    TooMany {
+        /// The image's pixels.
+        pixels: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+/// Decodes the image file at `path` to RGB with the default [`DecodeOptions`].
 ///
 /// The format is sniffed from the content (a PNG named `.jpg` still decodes). JPEG, PNG, BMP,
 /// WebP, GIF (first frame), PPM/PGM and TIFF are supported. As with PIL's `convert("RGB")`,
-/// grayscale is replicated to three channels, palettes are expanded and alpha is dropped
-/// (not composited). Unlike PIL, 16-bit samples are scaled to 8 bits (`round(v / 257)`)
-/// rather than clipped, and the EXIF orientation tag is applied, so a phone photo taken
-/// upright comes out upright (torchvision's loader ignores the tag).
+/// grayscale is replicated to three channels, palettes are expanded, alpha is dropped (not
+/// composited), and 16-bit samples become 8-bit as Pillow makes them: 16-bit grayscale (PNG,
+/// TIFF, PGM) is clipped to 255, 16-bit colour and grayscale+alpha PNG/TIFF keep their high
+/// byte, 16-bit PPM is scaled by 255/maxval. One deliberate difference: the EXIF orientation
+/// tag is applied, so a phone photo taken upright comes out upright (torchvision's loader
+/// ignores the tag).
 ///
 /// # Errors
-/// [`VisionError::Io`] if the file cannot be opened, [`VisionError::Decode`] if it is not an
-/// image of a supported format or is truncated or corrupt; both name `path`.
+/// [`VisionError::Io`] if the file cannot be opened, [`VisionError::TooManyPixels`] if its
+/// header declares more pixels than the limit, [`VisionError::Decode`] if it is not an image
+/// of a supported format or is truncated or corrupt; each names `path`.
 pub fn decode_file(path: impl AsRef<Path>) -> Result<Image> {
+    decode_file_with(path, &DecodeOptions::default())
+}
+
+/// [`decode_file`] with `options` (e.g. another pixel limit).
+pub fn decode_file_with(path: impl AsRef<Path>, options: &DecodeOptions) -> Result<Image> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| VisionError::Io { path: path.to_path_buf(), source })?;
-    decode_bytes(&bytes, path)
+    let bytes = std::fs::read(path).map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
+    decode_bytes_with(&bytes, path, options)
 }
 
 /// Decodes an encoded image held in memory (see [`decode_file`]); `path` only names the
 /// source in errors.
 pub fn decode_bytes(bytes: &[u8], path: impl AsRef<Path>) -> Result<Image> {
+    decode_bytes_with(bytes, path, &DecodeOptions::default())
+}
+
+/// [`decode_bytes`] with `options`.
+pub fn decode_bytes_with(bytes: &[u8], path: impl AsRef<Path>, options: &DecodeOptions) -> Result<Image> {
+    let path = path.as_ref();
+    // The decoders are third-party code fed untrusted bytes: should one panic, the file is
+    // reported as undecodable rather than taking the program (or a loader thread) down.
+    std::panic::catch_unwind(|| decode_unguarded(bytes, path, options)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(VisionError::Decode {
+            path: path.to_path_buf(),
+            message: format!("the image decoder failed on this file ({what})"),
+        })
+    })
+}
+
+/// The width and height an image file's header declares, without decoding its pixels.
+///
+/// # Errors
+/// As [`decode_file`], except for the pixel limit.
+pub fn image_dimensions(path: impl AsRef<Path>) -> Result<(u32, u32)> {
     let path = path.as_ref();
     let decode_err = |message: String| VisionError::Decode { path: path.to_path_buf(), message };
     let reader =
+        ImageReader::open(path).map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
+    let reader =
+        reader.with_guessed_format().map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
+    if reader.format().is_none() {
+        return Err(decode_err("unrecognised image format".into()));
+    }
+    reader.into_dimensions().map_err(|e| decode_err(e.to_string()))
+}
+
+fn decode_unguarded(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Result<Image> {
+    let decode_err = |message: String| VisionError::Decode { path: path.to_path_buf(), message };
+    let reader =
         ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| decode_err(e.to_string()))?;
-    match reader.format() {
+    let format = match reader.format() {
         None => return Err(decode_err("unrecognised image format".into())),
         // The JPEG decoder fills a cut-off scan with grey instead of failing; PIL raises
         // "image file is truncated", and so do we.
         Some(ImageFormat::Jpeg) if jpeg_is_truncated(bytes) => {
             return Err(decode_err("truncated JPEG: no end-of-image marker after the last scan".into()))
         }
-        Some(_) => {}
-    }
+        Some(format) => format,
+    };
     let mut decoder = reader.into_decoder().map_err(|e| decode_err(e.to_string()))?;
+    let (width, height) = decoder.dimensions();
+    match options.check_pixels(width, height) {
+        PixelCheck::Fine => {}
+        PixelCheck::Warn { pixels, limit } => warn_once(&format!(
+            "warning: {}: {width}x{height} = {pixels} pixels is over half of the limit of {limit} \
+             (Pillow warns of a possible decompression bomb here); further warnings are not shown",
+            path.display()
+        )),
+        PixelCheck::TooMany { pixels, limit } => {
+            return Err(VisionError::TooManyPixels { path: path.to_path_buf(), width, height, pixels, limit })
+        }
+    }
     // A malformed EXIF block should not make an otherwise good image unreadable.
     let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
     let mut image = DynamicImage::from_decoder(decoder).map_err(|e| decode_err(e.to_string()))?;
     image.apply_orientation(orientation);
-    Ok(Image::from_rgb_image(image.into_rgb8()))
+    Ok(Image::from_rgb_image(to_rgb8_like_pil(image, format, png_is_grayscale(bytes))))
+}
+
+/// Prints `message` to stderr the first time only, as Python's default warning filter shows a
+/// warning once.
+fn warn_once(message: &str) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        eprintln!("{message}");
+    }
+}
+
+/// Whether a PNG's header declares a grayscale image without alpha (colour type 0), which the
+/// decoder turns into grayscale+alpha when it has a `tRNS` chunk, while Pillow keeps it
+/// grayscale (`I;16` at 16 bits).
+fn png_is_grayscale(bytes: &[u8]) -> bool {
+    // Signature (8), IHDR length (4) and tag (4), width (4), height (4), depth (1), colour type.
+    bytes.len() > 25 && &bytes[12..16] == b"IHDR" && bytes[25] == 0
+}
+
+/// `convert("RGB")` as Pillow does it for the decoded image: 8-bit data and 16-bit PPM through
+/// the image crate's conversion (PPM: `round(v * 255 / maxval)`, as Pillow's PPM decoder
+/// scales), 16-bit grayscale clipped to 255 (Pillow's `I;16` -> `RGB`), other 16-bit PNG and
+/// TIFF data by its high byte (Pillow's `;16B` raw modes).
+fn to_rgb8_like_pil(image: DynamicImage, format: ImageFormat, png_grayscale: bool) -> RgbImage {
+    let (width, height) = (image.width(), image.height());
+    let rgb = |pixels: Vec<u8>| RgbImage::from_raw(width, height, pixels).expect("3 values per pixel");
+    let clip = |v: u16| v.min(255) as u8;
+    let high = |v: u16| (v >> 8) as u8;
+    let pnm = format == ImageFormat::Pnm;
+    match image {
+        DynamicImage::ImageLuma16(b) => rgb(b.as_raw().iter().flat_map(|&v| [clip(v); 3]).collect()),
+        DynamicImage::ImageLumaA16(b) => {
+            let to8 = if format == ImageFormat::Png && png_grayscale { clip } else { high };
+            rgb(b.as_raw().chunks_exact(2).flat_map(|p| [to8(p[0]); 3]).collect())
+        }
+        DynamicImage::ImageRgb16(b) if !pnm => rgb(b.as_raw().iter().map(|&v| high(v)).collect()),
+        DynamicImage::ImageRgba16(b) if !pnm => {
+            rgb(b.as_raw().chunks_exact(4).flat_map(|p| [high(p[0]), high(p[1]), high(p[2])]).collect())
+        }
+        other => other.into_rgb8(),
+    }
 }
 
 /// Whether a JPEG lacks its end-of-image marker (`FF D9`) after the last start-of-scan
@@ -83,5 +249,23 @@ mod tests {
         assert!(jpeg_is_truncated(&whole[..8]));
         // A thumbnail's end marker before the main scan does not count.
         assert!(jpeg_is_truncated(&[0xFF, 0xD8, 0xFF, 0xD9, 0xFF, 0xDA, 1, 2]));
+    }
+
+    #[test]
+    fn the_pixel_limit_warns_over_half_and_refuses_over_the_limit_as_pillow_does() {
+        let pillow = DecodeOptions::default();
+        assert_eq!(pillow.max_pixels, Some(178_956_970), "Pillow's DecompressionBombError threshold");
+        assert_eq!(pillow.check_pixels(9459, 9459), PixelCheck::Fine, "89,472,681 pixels: under the warning");
+        assert!(matches!(pillow.check_pixels(9460, 9460), PixelCheck::Warn { pixels: 89_491_600, .. }));
+        assert!(matches!(
+            pillow.check_pixels(40_000, 40_000),
+            PixelCheck::TooMany { pixels: 1_600_000_000, .. }
+        ));
+        assert!(matches!(pillow.check_pixels(u32::MAX, u32::MAX), PixelCheck::TooMany { .. }), "no overflow");
+        assert_eq!(pillow.with_max_pixels(None).check_pixels(u32::MAX, u32::MAX), PixelCheck::Fine);
+        let small = DecodeOptions::default().with_max_pixels(Some(100));
+        assert_eq!(small.check_pixels(10, 5), PixelCheck::Fine);
+        assert!(matches!(small.check_pixels(10, 6), PixelCheck::Warn { .. }));
+        assert!(matches!(small.check_pixels(10, 11), PixelCheck::TooMany { .. }));
     }
 }

@@ -8,12 +8,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum VisionError {
     /// A file or folder could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {error}", path.display())]
     Io {
         /// The file or folder.
         path: PathBuf,
-        /// The operating system's error.
-        source: std::io::Error,
+        /// The operating system's error (in the message, so not also a `source()`).
+        error: std::io::Error,
     },
     /// The dataset root does not exist or is not a folder.
     #[error("dataset root {} does not exist or is not a folder", path.display())]
@@ -50,6 +50,37 @@ pub enum VisionError {
         path: PathBuf,
         /// The decoder's message.
         message: String,
+    },
+    /// An image whose header declares more pixels than the limit (a decompression bomb, or a
+    /// genuinely huge image): refused before decoding, as Pillow refuses it.
+    #[error(
+        "{}: the image declares {width}x{height} = {pixels} pixels, more than the limit of {limit} \
+         (a decompression bomb?); raise the limit (`data.max_image_pixels` in a training config, \
+         `--max-image-pixels` for predict) if the image is genuine",
+        path.display()
+    )]
+    TooManyPixels {
+        /// The file.
+        path: PathBuf,
+        /// Width declared in the header.
+        width: u32,
+        /// Height declared in the header.
+        height: u32,
+        /// `width * height`.
+        pixels: u64,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// A directory symlink in a dataset that would loop or mislabel images: one leading back to
+    /// its own folder or an ancestor (a cycle), or into another class or split of the dataset.
+    #[error("{} is a symlink to {}, which {reason}; remove it, or copy the images in", link.display(), target.display())]
+    Symlink {
+        /// The link.
+        link: PathBuf,
+        /// Where it points (as written in the link).
+        target: PathBuf,
+        /// Why it is refused.
+        reason: String,
     },
     /// A split folder (`train`, `val`, `test`) is missing from a split layout.
     #[error("split folder {} is missing", path.display())]

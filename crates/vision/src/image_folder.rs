@@ -1,7 +1,7 @@
 //! `ImageFolder`: a dataset of `root/<class>/<image>` files labelled by folder, like
 //! `torchvision.datasets.ImageFolder`, and `SplitFolders` for a `train/ val/ test/` layout.
 
-use crate::decode::{decode_file, IMG_EXTENSIONS};
+use crate::decode::{decode_file_with, DecodeOptions, IMG_EXTENSIONS};
 use crate::error::{Result, VisionError};
 use crate::image::Image;
 use crate::transform::{Sample, Transform};
@@ -21,9 +21,15 @@ use torchlight_data::{Array, DataError, Dataset};
 ///   the extensions (case-insensitive, [`IMG_EXTENSIONS`] by default), ordered as torchvision's
 ///   `sorted(os.walk(...))` orders them: by folder path, then by file name.
 ///
-/// Departures, both deliberate: names starting with `.` (`.DS_Store`, `._x.jpg` AppleDouble
-/// files, `.ipynb_checkpoints/`) are ignored, as class folders and as files; and decoding
-/// applies the EXIF orientation (see [`decode_file`]).
+/// Departures, all deliberate: names starting with `.` (`.DS_Store`, `._x.jpg` AppleDouble
+/// files, `.ipynb_checkpoints/`) are ignored, as class folders and as files; decoding applies
+/// the EXIF orientation (see [`decode_file`](crate::decode_file)); and directory symlinks are
+/// followed only where they cannot loop or mislabel: a link back to its own folder or an
+/// ancestor (a cycle, which torchvision's `os.walk(followlinks=True)` goes round until the
+/// path is too long) or into another class of the dataset (or another split, for
+/// [`SplitFolders`]) is a [`VisionError::Symlink`] naming it, while links to folders outside
+/// the dataset are followed. A folder reachable by several paths is read once, under the
+/// first path in sorted order (torchvision lists its files once per path).
 ///
 /// As a [`Dataset`], `get` yields `(Array, class_index)`: without a transform the Array is the
 /// decoded image as U8 `[H, W, 3]`; with one it is whatever the transform ends with (F32
@@ -35,6 +41,7 @@ pub struct ImageFolder {
     classes: Arc<Vec<String>>,
     samples: Vec<(PathBuf, i64)>,
     transform: Option<Arc<dyn Transform>>,
+    decode: DecodeOptions,
 }
 
 impl fmt::Debug for ImageFolder {
@@ -44,6 +51,7 @@ impl fmt::Debug for ImageFolder {
             .field("classes", &self.classes)
             .field("len", &self.samples.len())
             .field("transform", &self.transform)
+            .field("decode", &self.decode)
             .finish()
     }
 }
@@ -63,14 +71,31 @@ impl ImageFolder {
     /// compared case-insensitively).
     pub fn with_extensions(root: impl AsRef<Path>, extensions: &[&str]) -> Result<Self> {
         let root = root.as_ref().to_path_buf();
+        Self::scan(root.clone(), &root, extensions)
+    }
+
+    /// Scans `root`, refusing directory symlinks that lead elsewhere inside `guard` (the
+    /// dataset: `root` itself, or the data root of a split layout).
+    fn scan(root: PathBuf, guard: &Path, extensions: &[&str]) -> Result<Self> {
         let classes = find_classes(&root)?;
-        let samples = make_dataset(&root, &classes, extensions)?;
-        Ok(ImageFolder { root, classes: Arc::new(classes), samples, transform: None })
+        let samples = make_dataset(&root, guard, &classes, extensions)?;
+        Ok(ImageFolder {
+            root,
+            classes: Arc::new(classes),
+            samples,
+            transform: None,
+            decode: DecodeOptions::default(),
+        })
     }
 
     /// Scans `root` against a given class list (used by [`SplitFolders`], so all splits share
     /// one numbering). `root`'s class folders must be exactly `classes`.
-    fn with_classes(root: PathBuf, classes: Arc<Vec<String>>, extensions: &[&str]) -> Result<Self> {
+    fn with_classes(
+        root: PathBuf,
+        guard: &Path,
+        classes: Arc<Vec<String>>,
+        extensions: &[&str],
+    ) -> Result<Self> {
         let found = find_classes(&root)?;
         if found != *classes {
             let have: HashSet<&String> = found.iter().collect();
@@ -79,8 +104,8 @@ impl ImageFolder {
             let extra = found.iter().filter(|c| !want.contains(c)).cloned().collect();
             return Err(VisionError::ClassMismatch { path: root, missing, extra });
         }
-        let samples = make_dataset(&root, &classes, extensions)?;
-        Ok(ImageFolder { root, classes, samples, transform: None })
+        let samples = make_dataset(&root, guard, &classes, extensions)?;
+        Ok(ImageFolder { root, classes, samples, transform: None, decode: DecodeOptions::default() })
     }
 
     /// The same dataset with `transform` applied to each decoded image (torchvision's
@@ -88,6 +113,19 @@ impl ImageFolder {
     pub fn with_transform(mut self, transform: impl Transform + 'static) -> Self {
         self.transform = Some(Arc::new(transform));
         self
+    }
+
+    /// The same dataset with another pixel limit for decoding (see [`DecodeOptions`]; the
+    /// default refuses images over [`DEFAULT_MAX_IMAGE_PIXELS`](crate::DEFAULT_MAX_IMAGE_PIXELS),
+    /// `None` lifts the limit). A refused file fails its sample like a corrupt one.
+    pub fn with_max_pixels(mut self, max_pixels: Option<u64>) -> Self {
+        self.decode = self.decode.with_max_pixels(max_pixels);
+        self
+    }
+
+    /// How the files are decoded.
+    pub fn decode_options(&self) -> &DecodeOptions {
+        &self.decode
     }
 
     /// The folder scanned.
@@ -124,7 +162,7 @@ impl ImageFolder {
     /// If `index >= len()`.
     pub fn load(&self, index: usize) -> Result<(Image, i64)> {
         let (path, target) = &self.samples[index];
-        Ok((decode_file(path)?, *target))
+        Ok((decode_file_with(path, &self.decode)?, *target))
     }
 }
 
@@ -141,7 +179,7 @@ impl Dataset for ImageFolder {
         };
         let to_sample_error =
             |e: VisionError| DataError::Sample { index, path: Some(path.clone()), message: e.to_string() };
-        let image = decode_file(path).map_err(to_sample_error)?;
+        let image = decode_file_with(path, &self.decode).map_err(to_sample_error)?;
         let array = match &self.transform {
             None => image.into_array(),
             Some(t) => t.apply(Sample::Image(image), rng).map_err(to_sample_error)?.into_array(),
@@ -185,13 +223,13 @@ impl SplitFolders {
         if !train_root.is_dir() {
             return Err(VisionError::MissingSplit { path: train_root });
         }
-        let train = ImageFolder::with_extensions(&train_root, extensions)?;
+        let train = ImageFolder::scan(train_root, root, extensions)?;
         let other = |name: &str| -> Result<Option<ImageFolder>> {
             let dir = root.join(name);
             if !dir.is_dir() {
                 return Ok(None);
             }
-            ImageFolder::with_classes(dir, train.classes.clone(), extensions).map(Some)
+            ImageFolder::with_classes(dir, root, train.classes.clone(), extensions).map(Some)
         };
         let val = other("val")?;
         let test = other("test")?;
@@ -202,6 +240,15 @@ impl SplitFolders {
     pub fn classes(&self) -> &[String] {
         self.train.classes()
     }
+
+    /// Every split with the pixel limit `max_pixels` (see [`ImageFolder::with_max_pixels`]).
+    pub fn with_max_pixels(self, max_pixels: Option<u64>) -> Self {
+        SplitFolders {
+            train: self.train.with_max_pixels(max_pixels),
+            val: self.val.map(|f| f.with_max_pixels(max_pixels)),
+            test: self.test.map(|f| f.with_max_pixels(max_pixels)),
+        }
+    }
 }
 
 fn is_hidden(name: &std::ffi::OsStr) -> bool {
@@ -209,7 +256,7 @@ fn is_hidden(name: &std::ffi::OsStr) -> bool {
 }
 
 fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>> {
-    let io = |source| VisionError::Io { path: dir.to_path_buf(), source };
+    let io = |error| VisionError::Io { path: dir.to_path_buf(), error };
     std::fs::read_dir(dir).map_err(io)?.collect::<std::io::Result<Vec<_>>>().map_err(io)
 }
 
@@ -242,21 +289,38 @@ fn has_extension(name: &std::ffi::OsStr, extensions: &[String]) -> bool {
 }
 
 /// torchvision's `make_dataset`: for each class in order, its files in `sorted(os.walk)` order.
-fn make_dataset(root: &Path, classes: &[String], extensions: &[&str]) -> Result<Vec<(PathBuf, i64)>> {
+///
+/// Folders are visited in increasing path order, so when symlinks make one real folder
+/// reachable by several paths it is read once, under its first path in that order (os.walk
+/// would list its files once per path). Directory symlinks are checked against `guard`, the
+/// dataset's root, by [`check_link`].
+fn make_dataset(
+    root: &Path,
+    guard: &Path,
+    classes: &[String],
+    extensions: &[&str],
+) -> Result<Vec<(PathBuf, i64)>> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let extensions: Vec<String> = extensions.iter().map(|e| e.to_lowercase()).collect();
+    let real = |p: &Path| p.canonicalize().map_err(|error| VisionError::Io { path: p.to_path_buf(), error });
+    let guard_real = real(guard)?;
+    let root_real = real(root)?;
     let mut samples = Vec::new();
     for (index, class) in classes.iter().enumerate() {
         let class_dir = root.join(class);
+        let class_real = real(&class_dir)?;
+        if class_real != root_real.join(class) {
+            check_link(&class_dir, &class_real, &root_real, &root_real.join(class), &guard_real)?;
+        }
         // (folder, its image files) for every folder under the class, like os.walk.
         let mut folders: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
-        let mut stack = vec![class_dir.clone()];
+        let mut queue = BinaryHeap::from([Reverse(class_dir.clone())]);
         let mut seen = HashSet::new();
-        while let Some(dir) = stack.pop() {
-            // os.walk(followlinks=True) can loop on a symlink cycle; visit each real folder once.
-            if let Ok(real) = dir.canonicalize() {
-                if !seen.insert(real) {
-                    continue;
-                }
+        while let Some(Reverse(dir)) = queue.pop() {
+            let dir_real = real(&dir)?;
+            if !seen.insert(dir_real.clone()) {
+                continue;
             }
             let mut files = Vec::new();
             for entry in read_dir(&dir)? {
@@ -265,8 +329,12 @@ fn make_dataset(root: &Path, classes: &[String], extensions: &[&str]) -> Result<
                     continue;
                 }
                 let path = entry.path();
+                // `Path::is_dir` follows symlinks, as os.walk(followlinks=True) does.
                 if path.is_dir() {
-                    stack.push(path);
+                    if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                        check_link(&path, &real(&path)?, &dir_real, &class_real, &guard_real)?;
+                    }
+                    queue.push(Reverse(path));
                 } else if has_extension(&name, &extensions) {
                     files.push(path);
                 }
@@ -282,4 +350,27 @@ fn make_dataset(root: &Path, classes: &[String], extensions: &[&str]) -> Result<
         }
     }
     Ok(samples)
+}
+
+/// A directory symlink `link` (resolving to `target`) in the folder `parent`, under `home`
+/// (its class folder; for a class folder that is itself a link, where that folder would be):
+/// following it is refused when it leads back to `parent` or one of its ancestors (a cycle,
+/// which os.walk would go round until the path is too long, and which from a class folder's
+/// ancestor would take in the other classes too) or anywhere else inside the dataset `guard`
+/// (another class or split, whose images would get this class's label). A link to elsewhere
+/// inside `home`, or out of the dataset entirely (assembling a dataset from folders
+/// elsewhere), is followed.
+fn check_link(link: &Path, target: &Path, parent: &Path, home: &Path, guard: &Path) -> Result<()> {
+    let reason = if parent.starts_with(target) {
+        format!("leads back to {}, which contains it: a cycle", target.display())
+    } else if target.starts_with(guard) && !target.starts_with(home) {
+        format!(
+            "leads into another part of the dataset ({}), whose images would get this folder's label",
+            target.display()
+        )
+    } else {
+        return Ok(());
+    };
+    let shown = std::fs::read_link(link).unwrap_or_else(|_| target.to_path_buf());
+    Err(VisionError::Symlink { link: link.to_path_buf(), target: shown, reason })
 }

@@ -42,7 +42,10 @@ mod transform;
 pub use center_crop::CenterCrop;
 pub use color_jitter::{adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, ColorJitter};
 pub use compose::Compose;
-pub use decode::{decode_bytes, decode_file, IMG_EXTENSIONS};
+pub use decode::{
+    decode_bytes, decode_bytes_with, decode_file, decode_file_with, image_dimensions, DecodeOptions,
+    PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
+};
 pub use error::{Result, VisionError};
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
 pub use grayscale::Grayscale;

@@ -3,16 +3,18 @@ use std::fs;
 use torchlight_checkpoint::*;
 use torchlight_nn::{resnet18, resnet34, Linear};
 
-fn saved(name: &str) -> std::path::PathBuf {
+/// A saved checkpoint, and the folder guard that removes it at the end of the test.
+fn saved(name: &str) -> (crate::TempDir, std::path::PathBuf) {
     let dir = temp_dir(name);
     let model = Linear::new(4, 3, true);
     save(dir.join("ck"), &Snapshot::model(&model)).unwrap();
-    dir.join("ck")
+    let ck = dir.join("ck");
+    (dir, ck)
 }
 
 #[test]
 fn a_truncated_weights_file_is_named_with_its_sizes() {
-    let ck = saved("trunc");
+    let (_dir, ck) = saved("trunc");
     let file = ck.join("model.safetensors");
     let bytes = fs::read(&file).unwrap();
     fs::write(&file, &bytes[..bytes.len() - 10]).unwrap();
@@ -23,7 +25,7 @@ fn a_truncated_weights_file_is_named_with_its_sizes() {
 
 #[test]
 fn a_flipped_byte_is_caught_by_the_checksum() {
-    let ck = saved("flip");
+    let (_dir, ck) = saved("flip");
     let file = ck.join("model.safetensors");
     let mut bytes = fs::read(&file).unwrap();
     let last = bytes.len() - 1;
@@ -35,7 +37,7 @@ fn a_flipped_byte_is_caught_by_the_checksum() {
 
 #[test]
 fn a_newer_format_and_garbage_metadata_are_explained() {
-    let ck = saved("newer");
+    let (_dir, ck) = saved("newer");
     let meta = ck.join("meta.json");
     let text = fs::read_to_string(&meta).unwrap().replace("\"format_version\": 1", "\"format_version\": 7");
     fs::write(&meta, text).unwrap();

@@ -1,9 +1,7 @@
 //! A writer process killed with SIGKILL mid-save must leave the previous checkpoint loadable.
 
-use crate::temp_dir;
+use crate::{kill_child_when, temp_dir};
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
 use torchlight_checkpoint::*;
 use torchlight_nn::{named_parameters, resnet18};
 use torchlight_optim::{AdamConfig, AdamW, Optimizer, ParamGroup};
@@ -37,29 +35,11 @@ fn child_process_entry_for_the_kill_test() {
 
 #[test]
 fn a_writer_killed_mid_save_leaves_the_previous_checkpoint_loadable() {
-    let exe = std::env::current_exe().unwrap();
     // Kill at several points of the save cycle (a save here takes a few hundred ms).
     for (round, delay_ms) in [40u64, 170, 330].into_iter().enumerate() {
         let dir = temp_dir(&format!("kill{round}"));
-        let mut child = Command::new(&exe)
-            .args(["--exact", "kill::child_process_entry_for_the_kill_test", "--test-threads", "1"])
-            .env(CHILD_ENV, &dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        while resolve(&dir.join("last")).is_none() {
-            assert!(start.elapsed() < Duration::from_secs(180), "the child never completed a first save");
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("the child exited early: {status}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        // SIGKILL: no destructor, no cleanup, as in a crash or an OOM kill.
-        child.kill().unwrap();
-        child.wait().unwrap();
+        let ready = || resolve(&dir.join("last")).is_some();
+        kill_child_when("kill::child_process_entry_for_the_kill_test", CHILD_ENV, &dir, ready, delay_ms);
         let checkpoint = Checkpoint::load(dir.join("last")).unwrap_or_else(|e| panic!("round {round}: {e}"));
         assert!(checkpoint.meta.progress.epoch >= 1);
         checkpoint.restore_model(&resnet18(10)).unwrap();

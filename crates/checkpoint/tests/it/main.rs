@@ -5,6 +5,7 @@ mod kill;
 mod manager;
 mod python;
 mod resume;
+mod retention;
 
 use rand::Rng as _;
 use std::path::PathBuf;
@@ -24,11 +25,64 @@ pub(crate) fn torch_rng_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub(crate) fn temp_dir(name: &str) -> PathBuf {
+/// Starts this test binary again, running only `test` with the env var `env` naming `dir`;
+/// waits until `ready()` holds (a child that exits first fails the test), lets it run
+/// `delay_ms` more, then kills it with SIGKILL: no destructor, no clean-up, as in a crash or an
+/// OOM kill. There is no deadline: a child that never gets ready hangs the test rather than
+/// failing it on a slow machine.
+pub(crate) fn kill_child_when(
+    test: &str,
+    env: &str,
+    dir: &std::path::Path,
+    ready: impl Fn() -> bool,
+    delay_ms: u64,
+) {
+    use std::time::Duration;
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads", "1"])
+        .env(env, dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while !ready() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the child running {test} exited early: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(delay_ms));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// A fresh folder under the system temp dir, removed when dropped (also when the test fails).
+pub(crate) struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub(crate) fn temp_dir(name: &str) -> TempDir {
     let dir = std::env::temp_dir().join(format!("tl-ckpt-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TempDir(dir)
 }
 
 /// 48 tiny images in 3 classes with random noise drawn from the per-sample generator.

@@ -49,3 +49,14 @@ fn weights_only_export_holds_just_the_state_dict() {
     keys.sort();
     assert_eq!(keys, ["bias", "weight"]);
 }
+
+#[test]
+fn exporting_into_a_missing_folder_names_the_file_asked_for() {
+    let _lock = torch_rng_lock();
+    let dir = temp_dir("export-missing");
+    save(dir.join("ck"), &Snapshot::model(&Linear::new(3, 2, true))).unwrap();
+    let out = dir.join("no/such/folder/model.safetensors");
+    let err = export_weights(dir.join("ck"), &out).unwrap_err().to_string();
+    assert!(err.contains(&out.display().to_string()) && err.contains("does not exist"), "{err}");
+    assert!(!err.contains(".tmp"), "no temporary file is named: {err}");
+}

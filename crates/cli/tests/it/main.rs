@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod doctor;
+mod harden;
 mod setup;
 
 fn torchlight(args: &[&str]) -> Output {

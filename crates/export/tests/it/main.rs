@@ -84,9 +84,10 @@ fn resnets_export_to_onnx_and_torchscript_that_real_runtimes_agree_with() {
     for arch in ["resnet18", "resnet34", "resnet50"] {
         let model = resnet_by_name(arch, 10).unwrap();
         warm_up(&model, &[4, 3, 64, 64]);
-        let options = OnnxOptions::new(&[3, 64, 64])
-            .with_class_names(&classes)
-            .with_normalization(&[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225]);
+        let preprocessing =
+            Preprocessing { resize: 73, crop: 64, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+        let options =
+            OnnxOptions::new(&[3, 64, 64]).with_class_names(&classes).with_preprocessing(&preprocessing);
         export_onnx(&model, &options, dir.join(format!("{arch}__bn.onnx"))).unwrap();
         if arch == "resnet18" {
             let folded = options.clone().with_fold_batch_norm(true);
@@ -113,6 +114,13 @@ fn resnets_export_to_onnx_and_torchscript_that_real_runtimes_agree_with() {
     assert!(classes_json.2.starts_with("[\"class \\\"0\\\"\", "), "{}", classes_json.2);
     assert!(meta.iter().any(|(_, k, v)| k == "input_size" && v == "[3, 64, 64]"));
     assert!(meta.iter().any(|(_, k, v)| k == "mean" && v == "[0.485, 0.456, 0.406]"));
+    // What onnx.load sees of the preprocessing: every step a deployer needs.
+    let of =
+        |key: &str| meta.iter().find(|(f, k, _)| f == "resnet18__bn.onnx" && k == key).map(|m| m.2.as_str());
+    assert_eq!(of("resize_shorter_side"), Some("73"));
+    assert_eq!(of("resize_interpolation"), Some("bilinear"));
+    assert_eq!(of("center_crop"), Some("[64, 64]"));
+    assert_eq!(of("color_order"), Some("RGB"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -210,5 +218,49 @@ fn torchscript_written_here_loads_back_in_rust() {
     assert!(ours.allclose(&theirs, 1e-5, 1e-5, false), "traced at batch 2, run at batch 5");
     let err = load_torchscript(dir.join("absent.pt")).unwrap_err().to_string();
     assert!(err.contains("absent.pt"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Writing into a folder that does not exist is an error naming the file asked for (not an
+/// internal temporary file), for both formats, and nothing is left behind.
+#[test]
+fn exporting_into_a_missing_folder_names_the_file_asked_for() {
+    let dir = out_dir("missing");
+    let model = Linear::new(4, 2, true);
+    let onnx = dir.join("no/such/model.onnx");
+    let err = export_onnx(&model, &OnnxOptions::new(&[4]), &onnx).unwrap_err().to_string();
+    assert!(err.contains(&onnx.display().to_string()) && err.contains("does not exist"), "{err}");
+    assert!(!err.contains(".tmp"), "{err}");
+    let pt = dir.join("no/such/model.pt");
+    let err =
+        export_torchscript(&model, &Tensor::zeros([2, 4], (Kind::Float, Device::Cpu)), &pt).unwrap_err();
+    let err = err.to_string();
+    assert!(
+        err.contains(&pt.display().to_string()) && err.contains("does not exist") && !err.contains(".tmp"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `.pt` that is not TorchScript (a state_dict from torch.save, a text file) is one line
+/// saying so, without libtorch's C++ stack.
+#[test]
+fn a_file_that_is_not_torchscript_is_one_clear_line() {
+    let dir = out_dir("not-jit");
+    let state_dict =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../nn/tests/fixtures/pth_cases/linear.pth");
+    let text = dir.join("notes.pt");
+    std::fs::write(&text, "not a model").unwrap();
+    for (path, what) in
+        [(state_dict.as_path(), "saved with torch.save"), (text.as_path(), "not a zip archive")]
+    {
+        let err = load_torchscript(path).unwrap_err().to_string();
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("not a TorchScript module"),
+            "{err}"
+        );
+        assert!(err.contains(what), "{err}");
+        assert!(!err.contains("frame #") && !err.contains('\n') && !err.contains("export failed"), "{err}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

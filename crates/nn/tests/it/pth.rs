@@ -55,3 +55,119 @@ fn truncated_and_non_zip_files_are_errors_naming_the_file() {
     assert!(err.contains("absent.pth"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every crafted file of `pth_cases/hostile` (made by `make_pth_hostile.py`): where torch.load
+/// raises, `read_pth` returns an error naming the file (never a panic); where torch.load loads,
+/// `read_pth` loads the same shape and values (exactly: they are copies of stored floats).
+#[test]
+fn crafted_views_fail_exactly_where_torch_load_fails_and_load_the_same_values_elsewhere() {
+    let dir = fixture("pth_cases/hostile");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let cases = expected.as_object().unwrap();
+    assert!(cases.len() >= 25, "the fixture lists {} cases", cases.len());
+    for (name, case) in cases {
+        let path = dir.join(name);
+        let result = std::panic::catch_unwind(|| read_pth(&path));
+        let result = result.unwrap_or_else(|_| panic!("{name}: read_pth panicked"));
+        if case["loads"].as_bool().unwrap() {
+            let sd = result.unwrap_or_else(|e| panic!("{name}: torch.load reads it, read_pth failed: {e}"));
+            let t = &sd[0].1;
+            let shape: Vec<i64> =
+                case["shape"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+            assert_eq!(t.size(), shape, "{name}: shape");
+            let values: Vec<f64> =
+                case["values"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            assert_eq!(
+                Vec::<f64>::try_from(&t.to_kind(Kind::Double).flatten(0, -1)).unwrap(),
+                values,
+                "{name}"
+            );
+        } else {
+            let err = match result {
+                Ok(_) => panic!("{name}: torch.load raises ({}), read_pth loaded it", case["torch_error"]),
+                Err(e) => e.to_string(),
+            };
+            assert!(err.contains(name.as_str()), "{name}: the error names the file: {err}");
+        }
+    }
+}
+
+/// Pickle-level attacks on the reader: each is a clean error naming the file and the reason,
+/// reached without building the structure the pickle describes (no deep recursion, no
+/// exponential copies, no unbounded stack).
+#[test]
+fn pickle_bombs_are_clean_errors() {
+    let dir = fixture("pth_cases/hostile");
+    let cases = [
+        ("pickle_deep_nesting.pth", "more than 100 deep"),
+        ("pickle_deep_tuple1.pth", "more than 100 deep"),
+        ("pickle_memo_doubling.pth", "builds more than"),
+        ("pickle_stack_flood.pth", "builds more than"),
+        ("pickle_huge_string.pth", "ends inside an opcode"),
+        ("pickle_long_integer.pth", "integer of 255 bytes"),
+        ("pickle_unterminated_global.pth", "unterminated GLOBAL"),
+    ];
+    for (name, reason) in cases {
+        let path = dir.join(name);
+        let result =
+            std::panic::catch_unwind(|| read_pth(&path)).unwrap_or_else(|_| panic!("{name}: panicked"));
+        let err = result.err().unwrap_or_else(|| panic!("{name}: loaded")).to_string();
+        assert!(err.contains(name) && err.contains(reason), "{name}: {err}");
+    }
+}
+
+/// Weights in a format the reader does not take get an error saying what the file is and
+/// what to do, not a safetensors parser's `HeaderTooLarge`.
+#[test]
+fn legacy_and_torchscript_files_are_named_for_what_they_are() {
+    let err = read_weights(fixture("pth_cases/foreign/legacy.pth")).unwrap_err().to_string();
+    assert!(
+        err.contains("legacy.pth") && err.contains("legacy format") && err.contains("torch.save"),
+        "{err}"
+    );
+    assert!(!err.contains("HeaderTooLarge") && !err.contains("safetensors"), "{err}");
+    let err = read_weights(fixture("pth_cases/foreign/torchscript.pt")).unwrap_err().to_string();
+    assert!(err.contains("torchscript.pt") && err.contains("TorchScript module"), "{err}");
+}
+
+/// Malformed safetensors files: each error names the file and says what is wrong in words
+/// (the safetensors crate's own messages are its Debug names).
+#[test]
+fn malformed_safetensors_are_described_in_words() {
+    let dir = std::env::temp_dir().join(format!("tl-nn-st-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.safetensors");
+    write_safetensors(&[("w".to_string(), Tensor::from_slice(&[1f32, 2.0, 3.0]))], &good).unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        ("cut.safetensors", bytes[..bytes.len() - 4].to_vec(), "do not cover the data section"),
+        ("text.safetensors", b"hello world, not weights".to_vec(), "header does not fit"),
+        ("tiny.safetensors", b"abcde".to_vec(), "fewer than the 8-byte header length"),
+        ("json.safetensors", [&5u64.to_le_bytes()[..], b"{oops"].concat(), "not valid JSON"),
+    ];
+    for (name, data, reason) in cases {
+        std::fs::write(dir.join(name), data).unwrap();
+        let err = read_safetensors(dir.join(name)).unwrap_err().to_string();
+        assert!(err.contains(name) && err.contains(reason), "{name}: {err}");
+        assert!(!err.contains("Error") && !err.contains("TooLarge"), "{name}: no Debug names: {err}");
+    }
+    let back = read_weights(&good).unwrap();
+    assert_eq!(Vec::<f32>::try_from(&back[0].1).unwrap(), [1.0, 2.0, 3.0]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Writing into a folder that does not exist names the file asked for (not a temporary file)
+/// and says what the OS said, once.
+#[test]
+fn saving_into_a_missing_folder_names_the_file_once() {
+    let path = std::env::temp_dir().join(format!("tl-nn-nowhere-{}/model.safetensors", std::process::id()));
+    let err = save_safetensors(&Linear::new(2, 2, true), &path).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&path.display().to_string()) && !text.contains(".tmp"), "{text}");
+    assert_eq!(text.matches("os error 2").count(), 1, "{text}");
+    assert!(
+        std::error::Error::source(&err).is_none(),
+        "the OS error is in the message, not repeated as a source"
+    );
+}

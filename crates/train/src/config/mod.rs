@@ -47,6 +47,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.val_fraction",
     "data.min_crop_scale",
     "data.sampler",
+    "data.max_image_pixels",
     "model.name",
     "model.pretrained",
     "model.num_classes",
@@ -123,6 +124,11 @@ pub struct DataConfig {
     /// `weighted` (`WeightedRandomSampler` with each image weighted by the inverse of its
     /// class's count, so every class is drawn equally often: the fix for class imbalance).
     pub sampler: SamplerKind,
+    /// The most pixels an image file may declare in its header; larger ones are refused before
+    /// decoding (a decompression bomb guard, and half of it warns). Pillow's limit by default,
+    /// [`DEFAULT_MAX_IMAGE_PIXELS`](torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS) = 178956970;
+    /// 0 lifts the limit.
+    pub max_image_pixels: u64,
 }
 
 /// How training samples are drawn (`data.sampler`).
@@ -187,6 +193,7 @@ impl Default for DataConfig {
             val_fraction: 0.1,
             min_crop_scale: 0.08,
             sampler: SamplerKind::Random,
+            max_image_pixels: torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS,
         }
     }
 }
@@ -203,6 +210,10 @@ impl DataConfig {
     /// `root/test` (optional).
     pub fn test_dir(&self) -> PathBuf {
         self.root.join("test")
+    }
+    /// [`max_image_pixels`](Self::max_image_pixels) as the vision crate takes it (`None`: no limit).
+    pub fn pixel_limit(&self) -> Option<u64> {
+        (self.max_image_pixels > 0).then_some(self.max_image_pixels)
     }
 }
 

@@ -246,4 +246,15 @@ mod tests {
             other => panic!("expected UnknownKey, got {other:?}"),
         }
     }
+
+    #[test]
+    fn the_pixel_limit_is_pillows_by_default_and_settable() {
+        let mut config = TrainConfig::default();
+        assert_eq!(config.data.pixel_limit(), Some(178_956_970));
+        config.set("data.max_image_pixels", "1000000").unwrap();
+        assert_eq!(config.data.pixel_limit(), Some(1_000_000));
+        config.set("max-image-pixels", "0").unwrap();
+        assert_eq!(config.data.pixel_limit(), None, "0 lifts the limit");
+        assert_eq!(TrainConfig::from_toml_str(&config.to_toml()).unwrap(), config);
+    }
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 use torchlight_data::{DataLoader, DefaultCollate, Subset, WeightedRandomSampler};
 use torchlight_vision::{
-    CenterCrop, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize,
-    SplitFolders, ToTensor, IMAGENET_MEAN, IMAGENET_STD,
+    CenterCrop, Compose, ImageFolder, Normalize, PixelCheck, RandomHorizontalFlip, RandomResizedCrop, Resize,
+    SplitFolders, ToTensor, VisionError, IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// An image split as the loaders see it.
@@ -75,7 +75,8 @@ fn all(folder: ImageFolder) -> Result<Split> {
 pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
     let root = &config.data.root;
     let size = config.data.image_size as usize;
-    let folders = SplitFolders::open(root)?;
+    let pixels = config.data.pixel_limit();
+    let folders = SplitFolders::open(root)?.with_max_pixels(pixels);
     let classes = folders.train.classes().to_vec();
     if classes.len() < 2 {
         return Err(TrainError::InvalidConfig {
@@ -123,26 +124,37 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
             )?;
             let train_dir = config.data.train_dir();
             let train = ImageFolder::new(&train_dir)?
+                .with_max_pixels(pixels)
                 .with_transform(train_transform(size, config.data.min_crop_scale));
-            let val = ImageFolder::new(&train_dir)?.with_transform(eval_transform(size));
+            let val =
+                ImageFolder::new(&train_dir)?.with_max_pixels(pixels).with_transform(eval_transform(size));
             (Subset::new(Arc::new(train), parts[0].clone())?, Subset::new(Arc::new(val), parts[1].clone())?)
         }
     };
     Ok(Splits { train, val, test, classes })
 }
 
-/// The files of `folder` whose image header cannot be read (format and size), with why.
+/// The files of `folder` whose image header cannot be read (format and size), or declares
+/// more pixels than the folder's limit (`data.max_image_pixels`), with why.
 fn unreadable_headers(folder: &ImageFolder) -> Vec<(PathBuf, String)> {
+    let options = folder.decode_options();
     folder
         .samples()
         .iter()
         .filter_map(|(path, _)| {
-            let reader = image::ImageReader::open(path).and_then(|r| r.with_guessed_format());
-            let result = match reader {
-                Ok(r) => r.into_dimensions().map(|_| ()).map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
+            let problem = match torchlight_vision::image_dimensions(path) {
+                Ok((w, h)) => match options.check_pixels(w, h) {
+                    PixelCheck::TooMany { pixels, limit } => Some(format!(
+                        "{w}x{h} = {pixels} pixels, over the limit of {limit} (data.max_image_pixels)"
+                    )),
+                    _ => None,
+                },
+                // The caller names the file: keep the reason alone.
+                Err(VisionError::Decode { message, .. }) => Some(message),
+                Err(VisionError::Io { error, .. }) => Some(error.to_string()),
+                Err(other) => Some(other.to_string()),
             };
-            result.err().map(|e| (path.clone(), e))
+            problem.map(|e| (path.clone(), e))
         })
         .collect()
 }

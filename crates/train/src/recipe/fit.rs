@@ -63,8 +63,17 @@ pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
     let splits = open_splits(&config)?;
     model_architecture(&config)?;
     if let Some(w) = &config.model.pretrained {
-        if !w.is_file() {
-            return Err(TrainError::io(w, std::io::Error::from(std::io::ErrorKind::NotFound)));
+        // The OS's own words ("No such file or directory (os error 2)"), not a bare error kind.
+        match std::fs::metadata(w) {
+            Err(e) => return Err(TrainError::io(w, e)),
+            Ok(m) if !m.is_file() => {
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "not a file (a .pth or .safetensors file)",
+                );
+                return Err(TrainError::io(w, e));
+            }
+            Ok(_) => {}
         }
     }
     let run = RunDir::create_next(&config.train.out_dir)?;

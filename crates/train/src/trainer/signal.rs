@@ -19,7 +19,7 @@ impl SignalGuard {
         let received = Arc::new(AtomicUsize::new(0));
         let armed = Arc::new(AtomicBool::new(false));
         let mut ids = Vec::new();
-        let fail = |e: std::io::Error| TrainError::Io { path: "signal handlers".into(), source: e };
+        let fail = |e: std::io::Error| TrainError::Io { path: "signal handlers".into(), error: e };
         // Registration order is run order: the shutdown check sees `armed` before it is set,
         // so only a second SIGINT exits.
         ids.push(

@@ -156,6 +156,26 @@ fn the_loop_overfits_a_single_batch() {
     assert!(last < 0.05, "loss after 40 steps on one batch: {last} (first {})", losses[0]);
 }
 
+/// `data.max_image_pixels` reaches every split: images over it are named before training
+/// starts (40x40 = 1600 pixels under a limit of 1000), every split's decoder carries it, and 0
+/// lifts it.
+#[test]
+fn the_pixel_limit_of_the_config_reaches_every_split() {
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [3, 3, 3]);
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 1);
+    config.data.max_image_pixels = 1000;
+    let err = open_splits(&config).err().expect("refused").to_string();
+    assert!(err.contains("40x40 = 1600 pixels, over the limit of 1000"), "{err}");
+    config.data.max_image_pixels = 2000;
+    let splits = open_splits(&config).unwrap();
+    for split in [&splits.train, &splits.val, splits.test.as_ref().unwrap()] {
+        assert_eq!(split.dataset().decode_options().max_pixels, Some(2000));
+    }
+    config.data.max_image_pixels = 0;
+    assert_eq!(open_splits(&config).unwrap().train.dataset().decode_options().max_pixels, None);
+}
+
 #[test]
 fn bad_starts_leave_no_run_folder_and_name_the_cause() {
     let tmp = temp_dir();

@@ -162,7 +162,8 @@ fn decodes_odd_formats_to_rgb_and_applies_exif_orientation() {
     gray16.save(dir.0.join("g16.png")).unwrap();
     let img = decode_file(dir.0.join("g16.png")).unwrap();
     assert_eq!((img.width(), img.height(), img.channels()), (3, 2, 3));
-    assert_eq!(img.pixel(1, 0), [78, 78, 78], "16-bit scaled to 8 (20000/257 = 77.8)");
+    assert_eq!(img.pixel(1, 0), [255, 255, 255], "16-bit gray clipped to 255 as PIL's I;16 -> RGB does");
+    assert_eq!(img.pixel(0, 1), [3, 3, 3], "not scaled: 3 stays 3");
     let la = image::ImageBuffer::<image::LumaA<u8>, _>::from_pixel(2, 2, image::LumaA([90, 0]));
     la.save(dir.0.join("la.png")).unwrap();
     assert_eq!(
@@ -174,4 +175,67 @@ fn decodes_odd_formats_to_rgb_and_applies_exif_orientation() {
     // EXIF orientation 6: stored 64x48, shown (and decoded) 48x64.
     let img = decode_file(fixture("inputs/chelsea_exif6.jpg")).unwrap();
     assert_eq!((img.width(), img.height()), (48, 64), "EXIF orientation applied");
+}
+
+/// Directory symlinks inside a class folder (torchvision follows them with
+/// `os.walk(followlinks=True)`, and loops on a cycle): a link back to an ancestor (a cycle) or
+/// into another part of the dataset (another class, another split) is an error naming the link
+/// and its target; a link to a folder outside the dataset, or within the same class, is
+/// followed, and a folder reached twice is read once.
+#[test]
+fn symlinks_that_would_mislabel_or_loop_are_errors_naming_them() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("links");
+    let root = dir.0.join("data/train");
+    touch(&root.join("cat/a.png"));
+    touch(&root.join("cat/sub/b.png"));
+    touch(&root.join("dog/c.png"));
+    touch(&dir.0.join("data/val/cat/v.png"));
+    touch(&dir.0.join("data/val/dog/w.png"));
+    touch(&dir.0.join("elsewhere/more/d.png"));
+    let ok = ImageFolder::new(&root).unwrap();
+    assert_eq!(ok.samples().len(), 3);
+
+    // Allowed: a folder outside the dataset, and a second way into a folder of the same class.
+    symlink(dir.0.join("elsewhere/more"), root.join("cat/more")).unwrap();
+    symlink("sub", root.join("cat/again")).unwrap();
+    let ds = ImageFolder::new(&root).unwrap();
+    let names: Vec<String> = ds
+        .samples()
+        .iter()
+        .map(|(p, c)| format!("{c}:{}", p.strip_prefix(&root).unwrap().display()))
+        .collect();
+    assert_eq!(names, ["0:cat/a.png", "0:cat/again/b.png", "0:cat/more/d.png", "1:dog/c.png"]);
+    std::fs::remove_file(root.join("cat/again")).unwrap();
+
+    let refused = [
+        ("loop", "..", "leads back to"),
+        ("self", ".", "leads back to"),
+        ("dogs", "../../dog", "another part of the dataset"),
+    ];
+    for (name, target, reason) in refused {
+        let link = root.join("cat/sub").join(name);
+        symlink(target, &link).unwrap();
+        let err = ImageFolder::new(&root).map(|_| name).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, VisionError::Symlink { .. }), "{name}: {err:?}");
+        assert!(text.contains(&link.display().to_string()) && text.contains(reason), "{name}: {text}");
+        std::fs::remove_file(&link).unwrap();
+    }
+    // A link from train into val: outside a lone ImageFolder's root, but the split layout
+    // guards the whole data root.
+    let link = root.join("cat/sub/up");
+    symlink("../../../val/dog", &link).unwrap();
+    assert!(ImageFolder::new(&root).is_ok());
+    let err = SplitFolders::open(dir.0.join("data")).unwrap_err().to_string();
+    assert!(
+        err.contains(&link.display().to_string()) && err.contains("another part of the dataset"),
+        "{err}"
+    );
+    std::fs::remove_file(&link).unwrap();
+
+    // A class folder that is a link to another class's folder would label dog images twice.
+    symlink("dog", root.join("kitten")).unwrap();
+    let err = ImageFolder::new(&root).unwrap_err().to_string();
+    assert!(err.contains("kitten") && err.contains("another part of the dataset"), "{err}");
 }

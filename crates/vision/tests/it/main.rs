@@ -3,6 +3,7 @@
 //! No libtorch: the fixtures' safetensors files are read with the `safetensors` crate.
 
 mod color;
+mod decode;
 mod folder;
 mod parity;
 mod random;
