@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod gpukit;
 mod libtorch;
 mod pyref;
 
@@ -22,6 +23,11 @@ commands:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
   bench [--quick]         setup, then Torchlight against PyTorch on each workload, interleaved;
                           writes target/bench/report.json and docs/benchmarks.{md,png}
+  gpu-kit [--check | --record REPORT.json]
+                          setup, then the GPU proof kit in target/gpu-kit (under 64 MiB) and the
+                          one command that runs it on a GPU machine; --check builds it from the
+                          debug profile and runs it here (CUDA parts skipped without a GPU);
+                          --record writes docs/benchmarks.md's GPU section from a run's report
 ";
 
 fn main() {
@@ -38,6 +44,14 @@ fn run() -> Result<()> {
         bail!("no command given");
     };
     let rest: Vec<String> = args.collect();
+    if command == "gpu-kit" {
+        let mode = gpukit::Mode::parse(&rest).map_err(|e| anyhow::anyhow!("{e}\n\n{USAGE}"))?;
+        setup(rest.iter().any(|a| a == "--cuda"))?;
+        let root = workspace_root();
+        let target =
+            std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+        return gpukit::gpu_kit(&root, &target, cargo, mode);
+    }
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");
     let quick = flags.iter().any(|f| f == "--quick") && command == "bench";
