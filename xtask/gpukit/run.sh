@@ -27,6 +27,8 @@ OUT="${OUT:-$KIT/out}"
 PYTHON="${TORCHLIGHT_KIT_PYTHON:-python3}"
 BUDGET_S="${TORCHLIGHT_KIT_BUDGET_S:-330}"
 START=$(date +%s)
+# A previous run's files must not stand in for this run's.
+rm -rf "$OUT/parts" "$OUT/train" "$OUT/gpu-report.json"
 mkdir -p "$OUT/parts" "$OUT/train"
 LOG="$OUT/gpu-kit.log"
 PARTS="$OUT/parts.tsv"
@@ -156,10 +158,12 @@ record environment host "$env_status" "$(elapsed "$t0")" parts/environment.env "
 # --- device ------------------------------------------------------------------------------
 t0=$(date +%s)
 t=$(limit 60)
-logged "$t" "$KIT/bin/torchlight-bench" gpu probe --out "$OUT/parts/device.json"
+captured "$OUT/parts/device.log" "$t" "$KIT/bin/torchlight-bench" gpu probe --out "$OUT/parts/device.json"
 rc=$?
 if (( rc != 0 )) || [ ! -s "$OUT/parts/device.json" ]; then
-  record device host failed "$(elapsed "$t0")" - "torchlight-bench gpu probe: $(why "$rc" "$t")"
+  # A loader error (a missing library, a glibc or libstdc++ too old) is the output's last line.
+  record device host failed "$(elapsed "$t0")" - \
+    "torchlight-bench gpu probe: $(why "$rc" "$t"): $(tail -n 1 "$OUT/parts/device.log")"
 else
   seen_lib="$(sed -n 's/.*"libtorch_lib_dir": "\(.*\)",*$/\1/p' "$OUT/parts/device.json")"
   available=no
@@ -233,9 +237,9 @@ if [ "$GPU" = yes ]; then
   train_cmd cuda 2 --amp
   logged "$t" "${CMD[@]}"
   rc=$?
-  if (( rc == 0 )) && run="$(keep_run cuda)"; then
+  if (( rc == 0 )) && keep_run cuda > /dev/null; then
     scale="$(sed -n 's/.*"scale": \([0-9.e+-]*\).*/\1/p' "$OUT/train/meta.json" 2> /dev/null | head -n 1)"
-    record train cuda passed "$(elapsed "$t0")" train "2 epochs, fp16 + GradScaler (scale ${scale:-?}) in $run"
+    record train cuda passed "$(elapsed "$t0")" train "2 epochs, fp16 + GradScaler (scale ${scale:-?} at the end)"
   else
     record train cuda failed "$(elapsed "$t0")" - "torchlight train --device cuda --amp: $(why "$rc" "$t")"
   fi
@@ -246,7 +250,7 @@ else
   train_cmd cpu 1
   logged "$t" "${CMD[@]}"
   rc=$?
-  if (( rc == 0 )) && run="$(keep_run cpu)"; then
+  if (( rc == 0 )) && keep_run cpu > /dev/null; then
     record train-cpu-stand-in host passed "$(elapsed "$t0")" train "the train part's command on the CPU, 1 epoch, no --amp"
   else
     record train-cpu-stand-in host failed "$(elapsed "$t0")" - "torchlight train --device cpu: $(why "$rc" "$t")"

@@ -377,7 +377,7 @@ fn files_by_size(dir: &Path) -> Result<Vec<(PathBuf, u64)>> {
             }
         }
     }
-    files.sort_by(|a, b| b.1.cmp(&a.1));
+    files.sort_by_key(|(_, size)| std::cmp::Reverse(*size));
     Ok(files)
 }
 

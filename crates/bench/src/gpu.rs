@@ -14,7 +14,7 @@
 use crate::gpu_report;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -108,7 +108,7 @@ pub struct BenchFile {
     /// Why not, when it could not.
     #[serde(default)]
     pub reason: Option<String>,
-    /// Versions of what ran (`torch`, `tch`, `libtorch`, `model`).
+    /// Versions of what ran (`torch`, `tch`, `model`, ...).
     #[serde(default)]
     pub versions: BTreeMap<String, String>,
     /// The rows, in run order.
@@ -141,26 +141,17 @@ fn description(name: &str) -> String {
     ROWS.iter().find(|(n, _)| *n == name).map(|(_, d)| d.to_string()).unwrap_or_default()
 }
 
-/// `--key value` options after the action.
-fn options(args: &[String]) -> Result<HashMap<String, String>> {
-    crate::options(args)
-}
-
-fn required<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str> {
-    crate::required(opts, key)
-}
-
 /// `torchlight-bench gpu <action> [--key value]..`.
 pub fn main(args: &[String]) -> Result<()> {
     let Some((action, rest)) = args.split_first() else {
         bail!("usage: torchlight-bench gpu probe|run|summarize|validate|record [--key value]..");
     };
-    let opts = options(rest)?;
-    let path = |key: &str| required(&opts, key).map(PathBuf::from);
+    let opts = crate::options(rest)?;
+    let path = |key: &str| crate::required(&opts, key).map(PathBuf::from);
     match action.as_str() {
         "probe" => probe(&path("out")?),
         "run" => {
-            let require = match required(&opts, "require-cuda")? {
+            let require = match crate::required(&opts, "require-cuda")? {
                 "yes" => true,
                 "no" => false,
                 other => bail!("--require-cuda {other}: expected `yes` or `no`"),
@@ -230,10 +221,11 @@ fn probe(out: &Path) -> Result<()> {
 /// Every row, measured on `cuda:0` with [`Plan::GPU`], or skipped.
 pub fn run(data: &Path, require_cuda: bool) -> BenchFile {
     let status = cuda_status();
-    let mut versions = BTreeMap::new();
-    versions.insert("libtorch".to_string(), "2.11.0".to_string());
-    versions.insert("tch".to_string(), "0.24.0".to_string());
-    versions.insert("model".to_string(), "torchlight_nn::resnet50".to_string());
+    // libtorch is the GPU machine's own (the environment part records its version).
+    let versions = BTreeMap::from([
+        ("tch".to_string(), "0.24.0".to_string()),
+        ("model".to_string(), "torchlight_nn::resnet50".to_string()),
+    ]);
     let mut file = BenchFile {
         side: "torchlight".into(),
         cuda: status.available,
@@ -335,7 +327,7 @@ pub fn median(times: &[f64]) -> f64 {
 }
 
 /// A ResNet (resnet50 on the GPU) with fused AdamW and a GradScaler (disabled in fp32), on `d`.
-struct Resnet50Step {
+struct AmpTrainStep {
     model: ResNet,
     optimizer: AdamW,
     scaler: GradScaler,
@@ -344,7 +336,7 @@ struct Resnet50Step {
     device: Device,
 }
 
-impl Resnet50Step {
+impl AmpTrainStep {
     fn new(model: &str, amp: bool, device: Device) -> Result<Self> {
         tch::manual_seed(0);
         let model = resnet_by_name(model, 1000).with_context(|| format!("unknown model `{model}`"))?;
@@ -352,7 +344,7 @@ impl Resnet50Step {
         let optimizer =
             AdamW::new(vec![ParamGroup::new(named_parameters(&model), AdamConfig::adamw().with_lr(1e-3))])?;
         let scaler = GradScaler::new(GradScalerConfig::default().with_enabled(amp))?;
-        Ok(Resnet50Step { model, optimizer, scaler, loss: CrossEntropyLoss::new(), amp, device })
+        Ok(AmpTrainStep { model, optimizer, scaler, loss: CrossEntropyLoss::new(), amp, device })
     }
 
     fn step(&mut self, x: &Tensor, y: &Tensor) -> Result<()> {
@@ -373,7 +365,7 @@ impl Resnet50Step {
 /// `plan.warmup` steps, then `plan.rounds` rounds of `plan.steps` steps; each time is a
 /// round's mean step time.
 fn resnet50_row(amp: bool, plan: Plan, d: Device) -> Result<(BTreeMap<String, f64>, Vec<f64>)> {
-    let mut step = Resnet50Step::new(plan.model, amp, d)?;
+    let mut step = AmpTrainStep::new(plan.model, amp, d)?;
     let x = Tensor::randn([plan.batch, 3, plan.image_size, plan.image_size], (Kind::Float, d));
     let y = Tensor::randint(1000, [plan.batch], (Kind::Int64, d));
     for _ in 0..plan.warmup {
@@ -485,7 +477,7 @@ fn data_stall_row(data: &Path, plan: Plan, d: Device) -> Result<(BTreeMap<String
         .pin_memory(d.is_cuda())
         .seed(0)
         .build()?;
-    let mut step = Resnet50Step::new(plan.model, true, d)?;
+    let mut step = AmpTrainStep::new(plan.model, true, d)?;
     let (mut stall, mut wall, mut seen) = (Duration::ZERO, Duration::ZERO, 0usize);
     let mut shares = Vec::new();
     for epoch in 0..3 {

@@ -756,6 +756,15 @@ mod tests {
     }
 
     #[test]
+    fn the_committed_benchmarks_page_has_a_gpu_section() {
+        let doc = include_str!("../../../docs/benchmarks.md");
+        let section = gpu_section_of(doc).expect("docs/benchmarks.md has the GPU kit's section");
+        if !section.contains("| figure | Torchlight | PyTorch | target | met |") {
+            assert_eq!(section, no_gpu_section(), "without a recorded run, the section is the no-run text");
+        }
+    }
+
+    #[test]
     fn env_files_and_bad_lines_are_handled() {
         let env = parse_env("A=1\nB=\"two words\"\n# comment\nnot a pair\nc d=3\n");
         assert_eq!(env.len(), 2);

@@ -54,10 +54,11 @@ fn forward(x: &Tensor, conv: &Tensor, fc: &Tensor) -> (Kind, Tensor) {
     (conv_kind, h.linear(fc, None::<Tensor>).log_softmax(1, None))
 }
 
-/// Runs [`forward`] in float32 and under CUDA autocast with `kind`, and returns the kind the
-/// convolution produced under autocast, the kind of the output, and the largest difference of
-/// the log-probabilities relative to their largest magnitude.
-fn autocast_against_fp32(kind: Kind) -> (Kind, Kind, f64) {
+/// Runs [`forward`] in float32 and under CUDA autocast with `kind`, and checks that the
+/// convolution ran in `kind`, that the log-probabilities came out in float32 (log_softmax is
+/// on autocast's float32 list), and that they differ from float32's, relative to their largest
+/// magnitude, by more than nothing and at most `tolerance`.
+fn assert_autocast_close_to_fp32(kind: Kind, tolerance: f64) {
     let d = Device::Cuda(0);
     let (x, conv, fc) = {
         let _lock = crate::torch_rng_lock();
@@ -73,27 +74,25 @@ fn autocast_against_fp32(kind: Kind) -> (Kind, Kind, f64) {
         let _amp = autocast(d, kind).unwrap();
         forward(&x, &conv, &fc)
     };
+    assert_eq!(conv_kind, kind, "convolutions run in {kind:?} under autocast");
+    assert_eq!(out.kind(), Kind::Float, "log_softmax is on CUDA autocast's float32 list");
     let scale = reference.abs().max().double_value(&[]).max(1.0);
-    let err = (out.to_kind(Kind::Float) - &reference).abs().max().double_value(&[]) / scale;
-    (conv_kind, out.kind(), err)
+    let err = (&out - &reference).abs().max().double_value(&[]) / scale;
+    assert!(
+        err <= tolerance,
+        "{kind:?} autocast vs fp32: error {err:e} relative to max |log p|, tolerance {tolerance:e}"
+    );
+    assert!(err > 0.0, "the autocast forward really ran in reduced precision");
 }
 
 #[test]
 fn cuda_autocast_fp16_forward_runs_in_half_and_stays_close_to_fp32() {
-    let (conv_kind, out_kind, err) = autocast_against_fp32(Kind::Half);
-    assert_eq!(conv_kind, Kind::Half, "convolutions are on CUDA autocast's fp16 list");
-    assert_eq!(out_kind, Kind::Float, "log_softmax is on CUDA's float32 list");
-    assert!(err <= 1e-2, "fp16 autocast vs fp32: error {err:e} relative to max |log p|, tolerance 1e-2");
-    assert!(err > 0.0, "the autocast forward really ran in reduced precision");
+    assert_autocast_close_to_fp32(Kind::Half, 1e-2);
 }
 
 #[test]
 fn cuda_autocast_bf16_forward_runs_in_bfloat16_and_stays_close_to_fp32() {
-    let (conv_kind, out_kind, err) = autocast_against_fp32(Kind::BFloat16);
-    assert_eq!(conv_kind, Kind::BFloat16, "convolutions are on CUDA autocast's lower-precision list");
-    assert_eq!(out_kind, Kind::Float, "log_softmax is on CUDA's float32 list");
-    assert!(err <= 5e-2, "bf16 autocast vs fp32: error {err:e} relative to max |log p|, tolerance 5e-2");
-    assert!(err > 0.0, "the autocast forward really ran in reduced precision");
+    assert_autocast_close_to_fp32(Kind::BFloat16, 5e-2);
 }
 
 #[test]
