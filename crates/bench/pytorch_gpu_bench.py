@@ -15,6 +15,7 @@ torchlight-bench check this script without a GPU.
 
 import argparse
 import json
+import math
 import os
 import time
 import traceback
@@ -201,7 +202,9 @@ def measure(name, plan, device, versions):
             values, times = copy_row(True, plan, device)
         else:
             values, times = overflow_row(device)
-        row["values"], row["times_s"] = {k: float(v) for k, v in values.items()}, times
+        # JSON has no NaN or Inf: a figure that could not be computed is left out.
+        row["values"] = {k: float(v) for k, v in values.items() if math.isfinite(v)}
+        row["times_s"] = times
     except Exception as e:  # noqa: BLE001 - a failing row is reported, the others still run
         traceback.print_exc()
         row["status"], row["detail"] = "failed", f"{type(e).__name__}: {e}".replace("\n", " ")

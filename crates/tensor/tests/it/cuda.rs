@@ -22,6 +22,7 @@ fn mapped(name: &str) -> Vec<PathBuf> {
         .map(PathBuf::from)
         .filter(|p| p.file_name().is_some_and(|n| n == name))
         .collect();
+    paths.sort();
     paths.dedup();
     paths
 }
