@@ -4,12 +4,12 @@ measured in PyTorch on the same machine, as the reference for Torchlight's figur
 Writes the same JSON file as the Rust side: {"side", "cuda", "reason", "versions", "rows": [{"name",
 "status", "description", "detail", "values", "times_s"}]}. Without CUDA every row is "skipped: no CUDA"
 (or failed with --require-cuda yes, where the machine has a GPU). A failing row is reported and the
-others still run. Uses torchvision's resnet50 when torchvision is installed, else `resnet50()` below,
+others still run. Uses torchvision's resnet50 when torchvision is installed, else `ResNet50` below,
 the same architecture (torchvision's ResNet-50 v1.5: stride 2 in the 3x3 convolution).
 
 usage: python pytorch_gpu_bench.py --out FILE --require-cuda yes|no [--smoke]
 
---smoke runs every row on the CPU at toy sizes (batch 2, 32 px, one step): how the unit tests of
+--smoke runs every row on the CPU at toy sizes (resnet18, batch 2, 16 px, one step): how the unit tests of
 torchlight-bench check this script without a GPU.
 """
 
@@ -25,9 +25,9 @@ import torch.nn.functional as F
 from torch import nn
 
 NO_CUDA = "skipped: no CUDA"
-# (batch, image size, warm-up steps, rounds, steps per round, MiB copied), as Plan in gpu.rs.
-GPU_PLAN = (128, 224, 5, 3, 10, 256)
-SMOKE_PLAN = (2, 16, 1, 1, 1, 1)
+# (model, batch, image size, warm-up steps, rounds, steps per round, MiB copied), as Plan in gpu.rs.
+GPU_PLAN = ("resnet50", 128, 224, 5, 3, 10, 256)
+SMOKE_PLAN = ("resnet18", 2, 16, 1, 1, 1, 1)
 
 DESCRIPTIONS = {
     "resnet50_train_fp32": "resnet50 training step, batch 128, 224 px, float32 (convolutions in TF32, "
@@ -91,14 +91,16 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def resnet50():
-    """torchvision's resnet50 when installed, else the definition above; and which it was."""
+def build_model(name):
+    """torchvision's model `name` when torchvision is installed, else (resnet50 only) the
+    definition above; and which it was."""
     try:
-        from torchvision.models import resnet50 as tv_resnet50
-
-        return tv_resnet50(num_classes=1000), "torchvision.models.resnet50"
+        import torchvision.models
     except ImportError:
+        if name != "resnet50":
+            raise
         return ResNet50(1000), "pytorch_gpu_bench.ResNet50 (torchvision not installed)"
+    return getattr(torchvision.models, name)(num_classes=1000), f"torchvision.models.{name}"
 
 
 def sync(device):
@@ -111,10 +113,10 @@ def median(times):
     return s[len(s) // 2]
 
 
-class Resnet50Step:
-    def __init__(self, amp, device, versions):
+class AmpTrainStep:
+    def __init__(self, model, amp, device, versions):
         torch.manual_seed(0)
-        model, versions["model"] = resnet50()
+        model, versions["model"] = build_model(model)
         self.model = model.to(device).train()
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01, fused=True)
         self.scaler = torch.amp.GradScaler(device, enabled=amp)
@@ -131,8 +133,8 @@ class Resnet50Step:
 
 
 def resnet50_row(amp, plan, device, versions):
-    batch, size, warmup, rounds, steps, _ = plan
-    step = Resnet50Step(amp, device, versions)
+    model, batch, size, warmup, rounds, steps, _ = plan
+    step = AmpTrainStep(model, amp, device, versions)
     x = torch.randn(batch, 3, size, size, device=device)
     y = torch.randint(1000, (batch,), device=device)
     for _ in range(warmup):
@@ -150,7 +152,7 @@ def resnet50_row(amp, plan, device, versions):
 
 
 def copy_row(pinned, plan, device):
-    n = plan[5] << 18
+    n = plan[6] << 18
     source = torch.ones(n)
     if pinned and device == "cuda":
         source = source.pin_memory()

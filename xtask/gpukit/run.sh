@@ -127,15 +127,25 @@ if captured "$ENV_FILE" "$(limit 90)" "$PYTHON" "$SCRATCH/environment.py"; then
   mv "$ENV_FILE.keys" "$ENV_FILE"
   TORCH_LIB="$(sed -n 's/^torch_lib=//p' "$ENV_FILE")"
   grep -q '^torch_cuda=true$' "$ENV_FILE" && GPU=yes
+  torch_version="$(sed -n 's/^torch=//p' "$ENV_FILE")"
   env_status=passed
-  env_detail="torch $(sed -n 's/^torch=//p' "$ENV_FILE"), libraries in $TORCH_LIB"
+  env_detail="torch $torch_version, libraries in $TORCH_LIB"
+  case "$torch_version" in
+    2.11.*) ;;
+    *)
+      # The binaries are built against libtorch 2.11 (tch 0.24); another version's libraries
+      # do not have the same symbols.
+      env_status=failed
+      env_detail="torch $torch_version in $TORCH_LIB, but the kit needs torch 2.11 (set TORCHLIGHT_KIT_PYTHON)"
+      ;;
+  esac
 else
   : > "$ENV_FILE"
   env_status=failed
   env_detail="$PYTHON with torch not found: the binaries have no libtorch to load (set TORCHLIGHT_KIT_PYTHON)"
 fi
 if command -v nvidia-smi > /dev/null 2>&1; then
-  smi="$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2> /dev/null | head -n 1)"
+  smi="$(timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2> /dev/null | head -n 1)"
   if [ -n "$smi" ]; then
     echo "nvidia_smi=$smi" >> "$ENV_FILE"
     GPU=yes
