@@ -1,7 +1,8 @@
 //! Torchlight: train image models the PyTorch way, in Rust, on libtorch.
 //!
 //! This facade re-exports each Torchlight crate as a module (`torchlight::tensor`, ...) and
-//! gathers the names most programs need in [`prelude`].
+//! gathers the names most programs need in [`prelude`], including `#[derive(Module)]` for
+//! models of your own (a crate that depends on `torchlight` alone can use it).
 //!
 //! ```
 //! use torchlight::prelude::*;
@@ -41,8 +42,8 @@ pub mod prelude {
     pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
     pub use torchlight_data::{DataLoader, Dataset, DatasetExt};
     pub use torchlight_nn::{
-        count_parameters, freeze_all_but, load_weights, resnet18, resnet34, resnet50, unfreeze,
-        CrossEntropyLoss, LoadOptions, Module,
+        count_parameters, freeze_all_but, load_weights, named_parameters, resnet18, resnet34, resnet50,
+        unfreeze, CrossEntropyLoss, LayerOptions, LoadOptions, Module,
     };
     pub use torchlight_optim::{AdamConfig, AdamW, GradScaler, LrScheduler, Optimizer, ParamGroup};
     pub use torchlight_tensor::{

@@ -15,6 +15,7 @@ mod metrics;
 mod plot;
 mod run_dir;
 mod tfevents;
+mod trainer;
 
 use std::path::PathBuf;
 
