@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 use torchlight_data::DataLoader;
-use torchlight_nn::{named_parameters, resnet_by_name, to_device, CrossEntropyLoss, ModuleT, ResNet};
+use torchlight_nn::{named_parameters, resnet_by_name_on, CrossEntropyLoss, LayerOptions, ModuleT, ResNet};
 use torchlight_optim::{AdamConfig, AdamW, GradScaler, GradScalerConfig, Optimizer, ParamGroup};
 use torchlight_tensor::{autocast, autocast_if, cuda_status, empty_pinned, to_device_non_blocking};
 use torchlight_vision::{
@@ -63,6 +63,7 @@ impl Plan {
         images: 2048,
     };
     /// Toy sizes that run every row in seconds (on the CPU, in tests).
+    #[cfg(test)]
     pub const SMOKE: Plan = Plan {
         model: "resnet18",
         batch: 2,
@@ -341,8 +342,8 @@ struct AmpTrainStep {
 impl AmpTrainStep {
     fn new(model: &str, amp: bool, device: Device) -> Result<Self> {
         tch::manual_seed(0);
-        let model = resnet_by_name(model, 1000).with_context(|| format!("unknown model `{model}`"))?;
-        to_device(&model, device);
+        let model = resnet_by_name_on(model, 1000, LayerOptions::new(Kind::Float, device))
+            .with_context(|| format!("unknown model `{model}`"))?;
         let optimizer =
             AdamW::new(vec![ParamGroup::new(named_parameters(&model), AdamConfig::adamw().with_lr(1e-3))])?;
         let scaler = GradScaler::new(GradScalerConfig::default().with_enabled(amp))?;
