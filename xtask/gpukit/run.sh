@@ -245,25 +245,27 @@ t0=$(date +%s)
 if [ "$GPU" = yes ]; then
   t=$(limit 150)
   train_cmd cuda 2 --amp
-  logged "$t" "${CMD[@]}"
+  captured "$OUT/parts/train.log" "$t" "${CMD[@]}"
   rc=$?
   if (( rc == 0 )) && keep_run cuda > /dev/null; then
     scale="$(sed -n 's/.*"scale": \([0-9.e+-]*\).*/\1/p' "$OUT/train/meta.json" 2> /dev/null | head -n 1)"
     record train cuda passed "$(elapsed "$t0")" train "2 epochs, fp16 + GradScaler (scale ${scale:-?} at the end)"
   else
-    record train cuda failed "$(elapsed "$t0")" - "torchlight train --device cuda --amp: $(why "$rc" "$t")"
+    record train cuda failed "$(elapsed "$t0")" - \
+      "torchlight train --device cuda --amp: $(why "$rc" "$t"): $(tail -n 1 "$OUT/parts/train.log")"
   fi
 else
   record train cuda skipped 0 - "skipped: no CUDA"
   t0=$(date +%s)
   t=$(limit 240)
   train_cmd cpu 1
-  logged "$t" "${CMD[@]}"
+  captured "$OUT/parts/train.log" "$t" "${CMD[@]}"
   rc=$?
   if (( rc == 0 )) && keep_run cpu > /dev/null; then
     record train-cpu-stand-in host passed "$(elapsed "$t0")" train "the train part's command on the CPU, 1 epoch, no --amp"
   else
-    record train-cpu-stand-in host failed "$(elapsed "$t0")" - "torchlight train --device cpu: $(why "$rc" "$t")"
+    record train-cpu-stand-in host failed "$(elapsed "$t0")" - \
+      "torchlight train --device cpu: $(why "$rc" "$t"): $(tail -n 1 "$OUT/parts/train.log")"
   fi
 fi
 

@@ -405,13 +405,13 @@ pub fn gpu_section(r: &GpuReport) -> String {
          after five warm-up steps.\n",
         r.generated
     );
-    let _ = writeln!(
-        md,
-        "- GPU: {} ({}); {} CPU cores",
-        m("gpu"),
-        r.machine.get("nvidia_smi").cloned().unwrap_or_else(|| "nvidia-smi not available".into()),
-        m("cpu_cores")
-    );
+    let gpu = match (r.machine.get("gpu"), r.machine.get("nvidia_smi")) {
+        (Some(name), Some(smi)) => format!("{name} (nvidia-smi: {smi})"),
+        (Some(name), None) => name.clone(),
+        (None, Some(smi)) => format!("nvidia-smi: {smi}"),
+        (None, None) => "?".into(),
+    };
+    let _ = writeln!(md, "- GPU: {gpu}; {} CPU cores", m("cpu_cores"));
     let _ = writeln!(
         md,
         "- PyTorch {} (CUDA {}), python {}; Torchlight commit {} ({} build of {})\n",
