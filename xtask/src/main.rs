@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod examples;
+mod gpukit;
 mod libtorch;
 mod pyref;
 mod standalone;
@@ -32,6 +33,11 @@ commands:
                           safetensors loading and image decoding (release build; N cases per
                           target, default 10000; `-- --help` lists the other options); inputs
                           that panicked are kept in target/fuzz
+  gpu-kit [--check | --record REPORT.json]
+                          setup, then the GPU proof kit in target/gpu-kit (under 64 MiB) and the
+                          one command that runs it on a GPU machine; --check builds it from the
+                          debug profile and runs it here (CUDA parts skipped without a GPU);
+                          --record writes docs/benchmarks.md's GPU section from a run's report
 ";
 
 fn main() {
@@ -51,6 +57,12 @@ fn run() -> Result<()> {
     if command == "fuzz" {
         install(needs(&command), false)?;
         return fuzz(&rest);
+    }
+    if command == "gpu-kit" {
+        let mode = gpukit::Mode::parse(&rest).map_err(|e| anyhow::anyhow!("{e}\n\n{USAGE}"))?;
+        setup(rest.iter().any(|a| a == "--cuda"))?;
+        let root = workspace_root();
+        return gpukit::gpu_kit(&root, &target_dir(&root), cargo, mode);
     }
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");

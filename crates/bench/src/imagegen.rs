@@ -64,8 +64,9 @@ pub fn photo_like(seed: u64, width: u32, height: u32) -> image::RgbImage {
 }
 
 /// Writes `count` photo-like JPEGs (quality 90) under `root/class_<k>/<i>.jpg` over `classes`
-/// classes, sizes varying around 500x400. Skips the work when `root/.complete` records the same
-/// count, so the set is generated once and cached.
+/// classes, sizes varying around 500x400, on every core (each image depends on its index
+/// alone, so the files are the same whatever the thread count). Skips the work when
+/// `root/.complete` records the same count, so the set is generated once and cached.
 pub fn write_photo_folder(root: &Path, count: usize, classes: usize) -> Result<()> {
     let marker = root.join(".complete");
     let stamp = format!("{count} {classes} v1\n");
@@ -75,21 +76,37 @@ pub fn write_photo_folder(root: &Path, count: usize, classes: usize) -> Result<(
     if root.exists() {
         std::fs::remove_dir_all(root).with_context(|| format!("{}", root.display()))?;
     }
-    for i in 0..count {
-        let dir = root.join(format!("class_{:02}", i % classes));
+    for k in 0..classes.min(count) {
+        let dir = root.join(format!("class_{k:02}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("{}", dir.display()))?;
-        let mut rng = Rng(i as u64 ^ 0xB3AC_4EAD);
-        let width = 460 + (rng.next() % 81) as u32;
-        let height = 360 + (rng.next() % 81) as u32;
-        let img = photo_like(i as u64, width, height);
-        let path = dir.join(format!("{i:05}.jpg"));
-        let file = std::fs::File::create(&path).with_context(|| format!("{}", path.display()))?;
-        let mut out = std::io::BufWriter::new(file);
-        JpegEncoder::new_with_quality(&mut out, 90)
-            .encode_image(&img)
-            .with_context(|| format!("encoding {}", path.display()))?;
     }
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(count.max(1));
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    (t..count).step_by(threads).try_for_each(|i| write_photo(root, i, classes))
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| w.join().expect("an image writer panicked"))
+    })?;
     std::fs::write(&marker, stamp)?;
+    Ok(())
+}
+
+/// Image `i` of the folder: `root/class_<i % classes>/<i>.jpg`.
+fn write_photo(root: &Path, i: usize, classes: usize) -> Result<()> {
+    let mut rng = Rng(i as u64 ^ 0xB3AC_4EAD);
+    let width = 460 + (rng.next() % 81) as u32;
+    let height = 360 + (rng.next() % 81) as u32;
+    let img = photo_like(i as u64, width, height);
+    let path = root.join(format!("class_{:02}", i % classes)).join(format!("{i:05}.jpg"));
+    let file = std::fs::File::create(&path).with_context(|| format!("{}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    JpegEncoder::new_with_quality(&mut out, 90)
+        .encode_image(&img)
+        .with_context(|| format!("encoding {}", path.display()))?;
     Ok(())
 }
 

@@ -6,7 +6,11 @@
 //!   work. `pytorch_bench.py` speaks the same protocol for PyTorch.
 //! - `gen-data --out DIR --count N`: the photo-like ImageFolder (cached).
 //! - `report --raw FILE --out-dir DIR [--docs DIR]`: statistics, table, JSON, Markdown, PNG.
+//! - `gpu probe|run|summarize|validate|record ...`: the GPU proof kit's rows and report
+//!   (`gpu.rs`, `gpu_report.rs`; `cargo xtask gpu-kit`).
 
+mod gpu;
+mod gpu_report;
 mod imagegen;
 mod report;
 mod stats;
@@ -26,7 +30,7 @@ fn main() {
 }
 
 /// `--key value` options after the subcommand.
-fn options(args: &[String]) -> Result<HashMap<String, String>> {
+pub(crate) fn options(args: &[String]) -> Result<HashMap<String, String>> {
     let mut map = HashMap::new();
     let mut it = args.iter();
     while let Some(key) = it.next() {
@@ -37,15 +41,18 @@ fn options(args: &[String]) -> Result<HashMap<String, String>> {
     Ok(map)
 }
 
-fn required<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str> {
+pub(crate) fn required<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str> {
     opts.get(key).map(String::as_str).with_context(|| format!("missing `--{key}`"))
 }
 
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((command, rest)) = args.split_first() else {
-        bail!("usage: torchlight-bench serve|gen-data|report [--key value]..");
+        bail!("usage: torchlight-bench serve|gen-data|report|gpu [--key value]..");
     };
+    if command == "gpu" {
+        return gpu::main(rest);
+    }
     let opts = options(rest)?;
     match command.as_str() {
         "serve" => serve(

@@ -5,6 +5,7 @@
 //! Raw format (`raw.tsv`, written by xtask): `#key=value` meta lines, then one line per
 //! workload: `name \t description \t torchlight seconds (space-separated) \t pytorch seconds`.
 
+use crate::gpu_report;
 use crate::stats::{summarize, Summary};
 use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
@@ -368,7 +369,8 @@ fn draw(root: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>, report: &
 }
 
 /// Writes `report.json` into `out_dir` and, when `docs` is given, `benchmarks.md` and
-/// `benchmarks.png` into it; returns the table for the terminal.
+/// `benchmarks.png` into it (keeping the GPU section an existing `benchmarks.md` has); returns
+/// the table for the terminal.
 pub fn write_all(report: &Report, out_dir: &Path, docs: Option<&Path>) -> Result<String> {
     std::fs::create_dir_all(out_dir).with_context(|| format!("{}", out_dir.display()))?;
     let json = serde_json::to_string_pretty(&report.entries)?;
@@ -376,7 +378,14 @@ pub fn write_all(report: &Report, out_dir: &Path, docs: Option<&Path>) -> Result
     if let Some(docs) = docs {
         std::fs::create_dir_all(docs)?;
         let (cpu, cores) = machine();
-        std::fs::write(docs.join("benchmarks.md"), markdown(report, &utc_now(), &cpu, cores))?;
+        let path = docs.join("benchmarks.md");
+        // The GPU section belongs to the GPU kit's report (`gpu_report.rs`): kept as it is.
+        let gpu = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|doc| gpu_report::gpu_section_of(&doc))
+            .unwrap_or_else(gpu_report::no_gpu_section);
+        let md = gpu_report::with_gpu_section(&markdown(report, &utc_now(), &cpu, cores), &gpu);
+        std::fs::write(&path, md).with_context(|| format!("{}", path.display()))?;
         plot(report, &docs.join("benchmarks.png"))?;
     }
     let mut text = table(report);
@@ -428,6 +437,13 @@ mod tests {
         let md = std::fs::read_to_string(docs.join("benchmarks.md")).unwrap();
         assert!(md.contains("benchmarks.png") && md.contains("logical CPUs"));
         assert!(md.contains("decode-only ceiling"));
+        assert!(md.ends_with(&gpu_report::no_gpu_section()), "a new file gets the no-run GPU section");
+        // A recorded GPU section survives the next CPU bench.
+        let recorded = format!("{}\nrecorded\n{}\n", gpu_report::BEGIN, gpu_report::END);
+        std::fs::write(docs.join("benchmarks.md"), gpu_report::with_gpu_section(&md, &recorded)).unwrap();
+        write_all(&r, dir.path(), Some(&docs)).unwrap();
+        let md = std::fs::read_to_string(docs.join("benchmarks.md")).unwrap();
+        assert!(md.contains("decode-only ceiling") && md.ends_with(&recorded), "{md}");
         let png = image::open(docs.join("benchmarks.png")).unwrap();
         assert!(png.width() > 100);
     }

@@ -1,10 +1,13 @@
 //! Integration tests of torchlight-train, in one binary (each test binary links libtorch).
 //! The metrics reference comes from real PyTorch and NumPy (`tests/fixtures/make_metrics.py`);
 //! event files are read back with the tensorboard package's own reader
-//! (`tests/scripts/read_tfevents.py`).
+//! (`tests/scripts/read_tfevents.py`). GPU tests live in `cuda.rs` behind the `cuda-tests`
+//! feature.
 
 mod config;
 mod csv_log;
+#[cfg(feature = "cuda-tests")]
+mod cuda;
 mod doctor;
 mod fit;
 mod guard;
