@@ -13,7 +13,9 @@ pub struct Args {
     /// A TOML config file with every hyperparameter.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Architecture: resnet18, resnet34, resnet50, resnet101, resnet152 (config `model.name`).
+    /// Architecture (config `model.name`): resnet18 ... resnet152, mobilenet_v2,
+    /// mobilenet_v3_small/large, efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small,
+    /// vit_b_16, vit_s_16 (`torchlight summary --model NAME` shows one).
     #[arg(long)]
     model: Option<String>,
     /// Starting weights (`.pth` from torchvision or `.safetensors`); the head is replaced.

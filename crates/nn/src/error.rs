@@ -60,6 +60,14 @@ pub enum NnError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// An architecture asked for at a size it cannot be built at.
+    #[error("{name}: {reason}")]
+    Architecture {
+        /// The architecture's name.
+        name: String,
+        /// What does not fit.
+        reason: String,
+    },
     /// Tensors of shapes that cannot go together.
     #[error("{what}: {detail}")]
     Shape {

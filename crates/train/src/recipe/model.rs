@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind};
 use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::{
-    architecture, load_weights, named_parameters, to_device, Architecture, LayerOptions, LoadOptions, Module,
+    architecture, load_weights, named_parameters, to_device, Architecture, LayerOptions, LoadOptions,
+    ModelSpec, Module,
 };
 use torchlight_optim::{
     split_weight_decay, Adam, AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LinearLRConfig, LrScheduler,
@@ -34,12 +35,17 @@ pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
 /// torchvision (so a seed gives the same weights whatever the device), then moves.
 pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> Result<Box<dyn Module>> {
     let arch = model_architecture(config)?;
-    let model = arch.build_default(num_classes as i64);
+    let model = (arch.build)(model_spec(config, num_classes), LayerOptions::default())?;
     if let Some(weights) = &config.model.pretrained {
         load_weights(model.as_ref(), weights, &LoadOptions::strict().skip(arch.head))?;
     }
     to_device(model.as_ref(), device);
     Ok(model)
+}
+
+/// What the model of `config` is built for: `num_classes` outputs, `data.image_size` pixels.
+fn model_spec(config: &TrainConfig, num_classes: usize) -> ModelSpec {
+    ModelSpec::new(num_classes as i64, i64::from(config.data.image_size))
 }
 
 /// AdamW/Adam/SGD over four groups: backbone and head (the parameters under `head`, e.g.
@@ -165,7 +171,8 @@ impl ModelCard {
     /// once there): restore the checkpoint into it.
     pub fn build_model(&self, device: Device) -> Result<Box<dyn Module>> {
         let arch = model_architecture(&self.config)?;
-        Ok((arch.build)(self.classes.len() as i64, LayerOptions::new(Kind::Float, device).skip_init()))
+        let options = LayerOptions::new(Kind::Float, device).skip_init();
+        Ok((arch.build)(model_spec(&self.config, self.classes.len()), options)?)
     }
 
     /// The `state_dict` prefix of the model's head.
