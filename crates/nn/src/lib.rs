@@ -120,7 +120,7 @@ pub use module_dict::ModuleDict;
 pub use module_list::ModuleList;
 pub use options::LayerOptions;
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
-pub use pth::read_pth;
+pub use pth::{read_pth, read_pth_checkpoint, STATE_DICT_ENTRIES};
 pub use registry::{architecture, architecture_names, register_architecture, Architecture, ModelSpec};
 pub use resnet::{
     resnet101, resnet101_on, resnet152, resnet152_on, resnet18, resnet18_on, resnet34, resnet34_on, resnet50,
@@ -129,7 +129,8 @@ pub use resnet::{
 pub use sequential::Sequential;
 pub use squeeze_excitation::SqueezeExcitation;
 pub use state_dict::{
-    load_state_dict, load_weights, read_safetensors, read_weights, save_safetensors, LoadOptions, LoadReport,
+    load_state_dict, load_weights, read_safetensors, read_weights, save_safetensors, KeyRewrite, LoadOptions,
+    LoadReport, WRAPPER_PREFIXES,
 };
 pub use stochastic_depth::{StochasticDepth, StochasticDepthMode};
 pub use tch::nn::ModuleT;

@@ -38,6 +38,10 @@ enum Value {
     /// A tensor view of a storage.
     Tensor(TensorRef),
     Mark,
+    /// An object of a global outside the allow-list (`pathlib.PosixPath`, Lightning's
+    /// `AttributeDict`, ...), read by a container reader next to a state_dict: recorded by its
+    /// global's name, never imported or called.
+    Opaque(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,6 +90,9 @@ struct Machine<'a> {
     pos: usize,
     stack: Vec<Value>,
     memo: HashMap<u32, Value>,
+    /// Globals outside the allow-list become [`Value::Opaque`] instead of an error (reading a
+    /// checkpoint that holds a state_dict among other objects).
+    opaque_globals: bool,
 }
 
 impl<'a> Machine<'a> {
@@ -185,7 +192,24 @@ impl<'a> Machine<'a> {
                 b'c' => {
                     let module = self.line()?;
                     let name = self.line()?;
-                    self.stack.push(Value::Global(global(&module, &name)?));
+                    let value = match global(&module, &name) {
+                        Ok(g) => Value::Global(g),
+                        Err(_) if self.opaque_globals => Value::Opaque(format!("{module}.{name}")),
+                        Err(e) => return Err(e),
+                    };
+                    self.stack.push(value);
+                }
+                0x81 if self.opaque_globals => {
+                    // NEWOBJ: `cls.__new__(cls, *args)` of a class, kept opaque.
+                    let _args = self.pop()?;
+                    let class = self.pop()?;
+                    self.stack.push(opaque_result(class)?);
+                }
+                b'0' if self.opaque_globals => {
+                    self.pop()?;
+                }
+                b'1' if self.opaque_globals => {
+                    self.pop_mark()?;
                 }
                 b'q' => {
                     let k = u32::from(self.u8()?);
@@ -223,6 +247,7 @@ impl<'a> Machine<'a> {
                     let v = self.pop()?;
                     match self.top_mut()? {
                         Value::List(l) => l.push(v),
+                        Value::Opaque(_) => {}
                         other => return Err(format!("APPEND to a non-list {other:?}")),
                     }
                 }
@@ -230,6 +255,7 @@ impl<'a> Machine<'a> {
                     let items = self.pop_mark()?;
                     match self.top_mut()? {
                         Value::List(l) => l.extend(items),
+                        Value::Opaque(_) => {}
                         other => return Err(format!("APPENDS to a non-list {other:?}")),
                     }
                 }
@@ -238,6 +264,7 @@ impl<'a> Machine<'a> {
                     let k = self.pop()?;
                     match self.top_mut()? {
                         Value::Dict(d) => d.push((k, v)),
+                        Value::Opaque(_) => {}
                         other => return Err(format!("SETITEM on a non-dict {other:?}")),
                     }
                 }
@@ -253,6 +280,7 @@ impl<'a> Machine<'a> {
                     }
                     match self.top_mut()? {
                         Value::Dict(d) => d.extend(pairs),
+                        Value::Opaque(_) => {}
                         other => return Err(format!("SETITEMS on a non-dict {other:?}")),
                     }
                 }
@@ -263,14 +291,18 @@ impl<'a> Machine<'a> {
                 b'R' => {
                     let args = self.pop()?;
                     let callable = self.pop()?;
-                    self.stack.push(reduce(callable, args)?);
+                    let value = match callable {
+                        Value::Opaque(_) => opaque_result(callable)?,
+                        callable => reduce(callable, args)?,
+                    };
+                    self.stack.push(value);
                 }
                 b'b' => {
                     // BUILD: an OrderedDict's `_metadata` (module versions) is the only state a
                     // state_dict carries; it is not needed to load tensors.
                     let _state = self.pop()?;
                     match self.top_mut()? {
-                        Value::Dict(_) | Value::Tensor(_) => {}
+                        Value::Dict(_) | Value::Tensor(_) | Value::Opaque(_) => {}
                         other => return Err(format!("BUILD on unsupported object {other:?}")),
                     }
                 }
@@ -296,6 +328,14 @@ fn persistent_load(pid: Value) -> std::result::Result<Value, String> {
             Ok(Value::Storage { kind: *kind, key: key.clone(), numel: *numel })
         }
         _ => Err(format!("unexpected persistent id {items:?}")),
+    }
+}
+
+/// What calling or instantiating an opaque global gives: an opaque object of that name.
+fn opaque_result(callable: Value) -> std::result::Result<Value, String> {
+    match callable {
+        Value::Opaque(name) => Ok(Value::Opaque(name)),
+        other => Err(format!("cannot instantiate {}", short(&other))),
     }
 }
 
@@ -341,8 +381,70 @@ fn reduce(callable: Value, args: Value) -> std::result::Result<Value, String> {
 
 /// Reads a `.pth` state_dict into `(key, tensor)` pairs in the file's order. Tensors are
 /// contiguous CPU tensors with the saved dtype.
+///
+/// The file must hold a state_dict alone (`torch.save(model.state_dict(), path)`); a
+/// checkpoint that holds one among other objects is read by [`read_pth_checkpoint`].
 pub fn read_pth(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
-    let path = path.as_ref();
+    read_pth_dict(path.as_ref(), false).map(|(tensors, _)| tensors)
+}
+
+/// The entries of a checkpoint dict that [`read_pth_checkpoint`] looks for a state_dict under,
+/// in order: PyTorch Lightning's `state_dict`, the PyTorch tutorials' `model_state_dict`,
+/// torchvision's reference scripts' `model`, then `module` and `net`.
+pub const STATE_DICT_ENTRIES: &[&str] = &["state_dict", "model_state_dict", "model", "module", "net"];
+
+/// Reads the state_dict of a `.pth` / `.pt` / `.ckpt` file that may hold more than one: a
+/// plain state_dict, or a checkpoint dict with it under one of [`STATE_DICT_ENTRIES`]
+/// (a PyTorch Lightning `.ckpt`, `{"model": ..., "optimizer": ..., "epoch": ...}`). Returns
+/// the tensors and the entry they were under (`None` for a plain state_dict).
+///
+/// The same safe pickle machine as [`read_pth`] reads the file, except that objects of other
+/// globals (Lightning's hyperparameter `AttributeDict`, `pathlib` paths, `argparse.Namespace`)
+/// are kept as opaque names: nothing is imported or called, and only the chosen entry's
+/// storages are read. Keys are as saved (`model.` / `module.` prefixes included; see
+/// `LoadOptions::strip_wrappers`).
+pub fn read_pth_checkpoint(path: impl AsRef<Path>) -> Result<(Vec<(String, Tensor)>, Option<String>)> {
+    read_pth_dict(path.as_ref(), true)
+}
+
+/// The state_dict of a checkpoint's root: an entry of [`STATE_DICT_ENTRIES`] holding a dict,
+/// else the root itself.
+fn state_dict_entry(root: Value) -> std::result::Result<(Vec<(Value, Value)>, Option<String>), String> {
+    let Value::Dict(items) = root else {
+        return Err(format!("the top-level object is not a dict but {}", short(&root)));
+    };
+    for name in STATE_DICT_ENTRIES {
+        let found =
+            items.iter().position(|(k, v)| matches!((k, v), (Value::Str(k), Value::Dict(_)) if k == name));
+        if let Some(at) = found {
+            let Some((_, Value::Dict(entry))) = items.into_iter().nth(at) else {
+                unreachable!("matched above")
+            };
+            return Ok((entry, Some(name.to_string())));
+        }
+    }
+    let others: Vec<String> = items
+        .iter()
+        .filter(|(_, v)| !matches!(v, Value::Tensor(_)))
+        .take(8)
+        .map(|(k, v)| match k {
+            Value::Str(k) => format!("`{k}`: {}", short(v)),
+            k => short(k),
+        })
+        .collect();
+    if !others.is_empty() {
+        return Err(format!(
+            "no state_dict found: the top-level dict holds non-tensors ({}) and none of the entries {}",
+            others.join("; "),
+            STATE_DICT_ENTRIES.join(", ")
+        ));
+    }
+    Ok((items, None))
+}
+
+/// Reads the file's pickle and the tensors of its state_dict: the root dict, or with
+/// `container` the entry [`state_dict_entry`] picks (other globals then kept opaque).
+fn read_pth_dict(path: &Path, container: bool) -> Result<(Vec<(String, Tensor)>, Option<String>)> {
     let fail = |reason: String| NnError::Pth { path: path.to_path_buf(), reason };
     let file =
         std::fs::File::open(path).map_err(|source| NnError::Io { path: path.to_path_buf(), source })?;
@@ -369,10 +471,16 @@ pub fn read_pth(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
         }
     }
     let pkl = read_entry(&mut archive, &pkl_name)?;
-    let machine = Machine { data: &pkl, pos: 0, stack: Vec::new(), memo: HashMap::new() };
+    let machine =
+        Machine { data: &pkl, pos: 0, stack: Vec::new(), memo: HashMap::new(), opaque_globals: container };
     let root = machine.run().map_err(fail)?;
-    let Value::Dict(items) = root else {
-        return Err(fail(format!("the top-level object is not a dict but {}", short(&root))));
+    let (items, entry) = if container {
+        state_dict_entry(root).map_err(fail)?
+    } else {
+        let Value::Dict(items) = root else {
+            return Err(fail(format!("the top-level object is not a dict but {}", short(&root))));
+        };
+        (items, None)
     };
     let mut storages: HashMap<String, Tensor> = HashMap::new();
     let mut out = Vec::with_capacity(items.len());
@@ -406,10 +514,13 @@ pub fn read_pth(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
         }
         out.push((key, storage.as_strided(t.size.as_slice(), t.stride.as_slice(), t.offset).contiguous()));
     }
-    Ok(out)
+    Ok((out, entry))
 }
 
 fn short(v: &Value) -> String {
+    if let Value::Opaque(name) = v {
+        return format!("an object of `{name}` (not rebuilt: only tensors load)");
+    }
     let text = format!("{v:?}");
     if text.len() > 80 {
         format!("{}...", &text[..80])
