@@ -18,9 +18,14 @@ pub struct Args {
     /// vit_b_16, vit_s_16 (`torchlight summary --model NAME` shows one).
     #[arg(long)]
     model: Option<String>,
-    /// Starting weights (`.pth` from torchvision or `.safetensors`); the head is replaced.
+    /// Starting weights: a torchvision `.pth`, `.safetensors`, a PyTorch Lightning `.ckpt` or a
+    /// DDP-saved file (`module.` / `model.` prefixes are stripped); the head is replaced.
     #[arg(long)]
     weights: Option<PathBuf>,
+    /// Rewrite the weights' keys before matching, `FROM=TO` (repeatable; `backbone.=` strips
+    /// `backbone.`); config `model.key_rewrite`.
+    #[arg(long = "key-rewrite", value_name = "FROM=TO")]
+    key_rewrite: Vec<String>,
     /// Epochs to train.
     #[arg(long)]
     epochs: Option<usize>,
@@ -61,7 +66,7 @@ pub struct Args {
     /// (its own config is used; `--epochs` extends a finished run, and `--device`,
     /// `--workers` and `--set` may change how, not what, it trains).
     #[arg(long, conflicts_with_all = [
-        "config", "data", "model", "weights", "image_size", "batch_size", "lr", "backbone_lr",
+        "config", "data", "model", "weights", "key_rewrite", "image_size", "batch_size", "lr", "backbone_lr",
         "freeze_epochs", "seed", "amp", "out",
     ])]
     resume: Option<PathBuf>,
@@ -140,6 +145,9 @@ fn config_from(args: &Args, sets: &[(String, String)]) -> Result<TrainConfig> {
         if let Some(value) = value {
             config.set(key, &value)?;
         }
+    }
+    if !args.key_rewrite.is_empty() {
+        config.model.key_rewrite = args.key_rewrite.clone();
     }
     for (key, value) in sets {
         config.set(key, value)?;
