@@ -137,6 +137,14 @@ def build(name, env):
         return TrainStep(models.resnet18(num_classes=10), 32, 64)
     if name == "train_resnet34_224_b8":
         return TrainStep(models.resnet34(num_classes=10), 8, 224)
+    if name == "train_mobilenet_v3_large_224_b8":
+        return TrainStep(models.mobilenet_v3_large(num_classes=10), 8, 224)
+    if name == "train_efficientnet_b0_224_b8":
+        return TrainStep(models.efficientnet_b0(num_classes=10), 8, 224)
+    if name == "train_convnext_tiny_224_b4":
+        return TrainStep(models.convnext_tiny(num_classes=10), 4, 224)
+    if name == "train_vit_b_16_224_b4":
+        return TrainStep(models.vit_b_16(num_classes=10), 4, 224)
     if name == "adamw_resnet34_vs_fused":
         return AdamWStep(fused=True)
     if name == "adamw_resnet34_vs_default":

@@ -48,6 +48,26 @@ const WORKLOADS: &[Workload] = &[
         heavy: true,
     },
     Workload {
+        name: "train_mobilenet_v3_large_224_b8",
+        description: "training step, mobilenet_v3_large (10 classes), 224x224, batch 8: zero_grad, forward, cross-entropy, backward, AdamW step (vs PyTorch eager, torchvision's model)",
+        heavy: false,
+    },
+    Workload {
+        name: "train_efficientnet_b0_224_b8",
+        description: "training step, efficientnet_b0 (10 classes), 224x224, batch 8, as above (stochastic depth and dropout drawing in training)",
+        heavy: false,
+    },
+    Workload {
+        name: "train_convnext_tiny_224_b4",
+        description: "training step, convnext_tiny (10 classes), 224x224, batch 4, as above",
+        heavy: true,
+    },
+    Workload {
+        name: "train_vit_b_16_224_b4",
+        description: "training step, vit_b_16 (10 classes), 224x224, batch 4, as above",
+        heavy: true,
+    },
+    Workload {
         name: "adamw_resnet34_vs_fused",
         description: "AdamW step alone over resnet34's 21.8M parameters (Torchlight default, fused) vs `torch.optim.AdamW(fused=True)`",
         heavy: false,
@@ -154,7 +174,22 @@ fn check(status: std::process::ExitStatus, what: &str) -> Result<()> {
 }
 
 /// Runs the bench; `target_dir` is cargo's target folder (the binary and `target/bench`).
-pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, quick: bool) -> Result<()> {
+/// `only` restricts it to the named workloads and leaves `docs/` untouched (a partial table
+/// must not replace the full one).
+pub fn bench(
+    root: &Path,
+    target_dir: &Path,
+    cargo: impl Fn() -> Command,
+    quick: bool,
+    only: Option<&[String]>,
+) -> Result<()> {
+    if let Some(unknown) =
+        only.into_iter().flatten().find(|n| !WORKLOADS.iter().any(|w| w.name == n.as_str()))
+    {
+        let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+        bail!("--only: no workload `{unknown}`; the workloads are {}", names.join(", "));
+    }
+    let selected = |w: &&Workload| only.is_none_or(|names| names.iter().any(|n| n == w.name));
     let plan = Plan::new(quick);
     eprintln!("xtask: building torchlight-bench (release)");
     let status = cargo().current_dir(root).args(["build", "--release", "-p", "torchlight-bench"]).status()?;
@@ -201,7 +236,7 @@ pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, quick:
     for key in ["torch", "torchvision"] {
         raw.push_str(&format!("#{key}={}\n", servers[1].banner_value(key).unwrap_or("?")));
     }
-    for w in WORKLOADS {
+    for w in WORKLOADS.iter().filter(selected) {
         let reps = if w.heavy { plan.heavy_reps } else { plan.light_reps };
         let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let mut failed = [false, false];
@@ -242,20 +277,21 @@ pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, quick:
     }
     let raw_path = out.join("raw.tsv");
     std::fs::write(&raw_path, raw)?;
-    let status = Command::new(&bin)
-        .args(["report", "--raw"])
-        .arg(&raw_path)
-        .arg("--out-dir")
-        .arg(&out)
-        .arg("--docs")
-        .arg(root.join("docs"))
-        .status()?;
-    check(status, "writing the report")?;
-    eprintln!(
-        "xtask: wrote {}, {} and {}",
-        out.join("report.json").display(),
-        root.join("docs/benchmarks.md").display(),
-        root.join("docs/benchmarks.png").display()
-    );
+    let mut report = Command::new(&bin);
+    report.args(["report", "--raw"]).arg(&raw_path).arg("--out-dir").arg(&out);
+    if only.is_none() {
+        report.arg("--docs").arg(root.join("docs"));
+    }
+    check(report.status()?, "writing the report")?;
+    if only.is_some() {
+        eprintln!("xtask: wrote {} (--only: docs/ left as it was)", out.join("report.json").display());
+    } else {
+        eprintln!(
+            "xtask: wrote {}, {} and {}",
+            out.join("report.json").display(),
+            root.join("docs/benchmarks.md").display(),
+            root.join("docs/benchmarks.png").display()
+        );
+    }
     Ok(())
 }

@@ -27,8 +27,10 @@ commands:
   train-demo              install libtorch (not the reference PyTorch, which only tests use),
                           then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
-  bench [--quick]         setup, then Torchlight against PyTorch on each workload, interleaved;
-                          writes target/bench/report.json and docs/benchmarks.{md,png}
+  bench [--quick] [--only=W1,W2]
+                          setup, then Torchlight against PyTorch on each workload, interleaved;
+                          writes target/bench/report.json and docs/benchmarks.{md,png} (with
+                          --only, just the named workloads and target/bench: docs untouched)
   fuzz [--cases N] [..]   install libtorch, then mutate the seed corpus through the .pth reader,
                           safetensors loading and image decoding (release build; N cases per
                           target, default 10000; `-- --help` lists the other options); inputs
@@ -67,7 +69,15 @@ fn run() -> Result<()> {
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");
     let quick = flags.iter().any(|f| f == "--quick") && command == "bench";
-    if let Some(unknown) = flags.iter().find(|f| *f != "--cuda" && !(quick && *f == "--quick")) {
+    let only: Option<Vec<String>> = flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--only="))
+        .filter(|_| command == "bench")
+        .map(|list| list.split(',').map(str::to_string).collect());
+    let known = |f: &String| {
+        *f == "--cuda" || (quick && *f == "--quick") || (only.is_some() && f.starts_with("--only="))
+    };
+    if let Some(unknown) = flags.iter().find(|f| !known(f)) {
         bail!("unknown option `{unknown}` for `{command}`\n\n{USAGE}");
     }
     match command.as_str() {
@@ -92,7 +102,7 @@ fn run() -> Result<()> {
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| root.join("target"));
-            bench::bench(&root, &target, cargo, quick)
+            bench::bench(&root, &target, cargo, quick, only.as_deref())
         }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

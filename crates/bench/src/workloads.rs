@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use tch::{Kind, Tensor};
 use torchlight_checkpoint::{Checkpoint, Snapshot};
 use torchlight_data::DataLoader;
-use torchlight_nn::{named_parameters, resnet18, resnet34, resnet50, CrossEntropyLoss, ModuleT, ResNet};
+use torchlight_nn::{
+    architecture, named_parameters, resnet18, resnet34, resnet50, CrossEntropyLoss, LayerOptions, ModelSpec,
+    Module, ModuleT, ResNet,
+};
 use torchlight_optim::{AdamConfig, AdamW, Optimizer, ParamGroup};
 use torchlight_vision::{
     decode_file, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToTensor,
@@ -35,6 +38,12 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "pipeline_w2" => Box::new(Pipeline::new(&env.data, 2)?),
         "train_resnet18_64_b32" => Box::new(TrainStep::new(resnet18(10), 32, 64)?),
         "train_resnet34_224_b8" => Box::new(TrainStep::new(resnet34(10), 8, 224)?),
+        "train_mobilenet_v3_large_224_b8" => {
+            Box::new(TrainStep::new(backbone("mobilenet_v3_large")?, 8, 224)?)
+        }
+        "train_efficientnet_b0_224_b8" => Box::new(TrainStep::new(backbone("efficientnet_b0")?, 8, 224)?),
+        "train_convnext_tiny_224_b4" => Box::new(TrainStep::new(backbone("convnext_tiny")?, 4, 224)?),
+        "train_vit_b_16_224_b4" => Box::new(TrainStep::new(backbone("vit_b_16")?, 4, 224)?),
         "adamw_resnet34_vs_fused" | "adamw_resnet34_vs_default" => Box::new(AdamWStep::new()?),
         "eval_resnet34_224_b32" => Box::new(Eval::new()?),
         "checkpoint_resnet50" => Box::new(CheckpointIo::new(&env.scratch)?),
@@ -108,28 +117,34 @@ fn inputs(batch: i64, size: i64) -> (Tensor, Tensor) {
     (x, y)
 }
 
-fn adamw(model: &ResNet) -> Result<AdamW> {
+/// A registered architecture with 10 classes for 224-pixel images, initialised as torchvision.
+fn backbone(name: &str) -> Result<Box<dyn Module>> {
+    let arch = architecture(name).with_context(|| format!("{name} is not registered"))?;
+    Ok((arch.build)(ModelSpec::new(10, 224), LayerOptions::default())?)
+}
+
+fn adamw(model: &dyn Module) -> Result<AdamW> {
     Ok(AdamW::new(vec![ParamGroup::new(named_parameters(model), AdamConfig::adamw().with_lr(1e-3))])?)
 }
 
 /// Forward + cross-entropy + backward + AdamW step, train mode.
-struct TrainStep {
-    model: ResNet,
+struct TrainStep<M> {
+    model: M,
     optimizer: AdamW,
     loss: CrossEntropyLoss,
     x: Tensor,
     y: Tensor,
 }
 
-impl TrainStep {
-    fn new(model: ResNet, batch: i64, size: i64) -> Result<Self> {
+impl<M: Module> TrainStep<M> {
+    fn new(model: M, batch: i64, size: i64) -> Result<Self> {
         let optimizer = adamw(&model)?;
         let (x, y) = inputs(batch, size);
         Ok(TrainStep { model, optimizer, loss: CrossEntropyLoss::new(), x, y })
     }
 }
 
-impl Workload for TrainStep {
+impl<M: Module> Workload for TrainStep<M> {
     fn run(&mut self) -> Result<()> {
         self.optimizer.zero_grad()?;
         let logits = self.model.forward_t(&self.x, true);
@@ -141,7 +156,7 @@ impl Workload for TrainStep {
 }
 
 /// Gives every parameter a gradient (all ones) without a forward pass.
-fn ones_grads(model: &ResNet) {
+fn ones_grads(model: &dyn Module) {
     let params = named_parameters(model);
     let total = params.iter().map(|(_, p)| p.sum(Kind::Float)).reduce(|a, b| a + b).expect("parameters");
     total.backward();

@@ -2,17 +2,24 @@
 
 use crate::outln;
 use anyhow::{anyhow, Result};
-use torchlight_nn::{architecture, architecture_names, count_parameters, freeze_all_but, summary_table};
+use torchlight_nn::{
+    architecture, architecture_names, count_parameters, freeze_all_but, summary_table, LayerOptions,
+    ModelSpec,
+};
 
 /// Options of `torchlight summary`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Architecture: resnet18, resnet34, resnet50, resnet101, resnet152.
+    /// Architecture: resnet18 ... resnet152, mobilenet_v2, mobilenet_v3_small/large,
+    /// efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small, vit_b_16, vit_s_16.
     #[arg(long, default_value = "resnet18")]
     model: String,
     /// Classes of the head (at least 1).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
     num_classes: i64,
+    /// Side of the square input (a ViT's position embedding depends on it).
+    #[arg(long, default_value_t = 224)]
+    image_size: i64,
     /// Freeze everything but the head first, as the first stage of a fine-tune.
     #[arg(long)]
     frozen_backbone: bool,
@@ -22,7 +29,7 @@ pub fn run(args: Args) -> Result<()> {
     let arch = architecture(&args.model).ok_or_else(|| {
         anyhow!("unknown model `{}`; one of {}", args.model, architecture_names().join(", "))
     })?;
-    let model = arch.build_default(args.num_classes);
+    let model = (arch.build)(ModelSpec::new(args.num_classes, args.image_size), LayerOptions::default())?;
     if args.frozen_backbone {
         freeze_all_but(model.as_ref(), arch.head);
     }

@@ -13,12 +13,19 @@ pub struct Args {
     /// A TOML config file with every hyperparameter.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Architecture: resnet18, resnet34, resnet50, resnet101, resnet152 (config `model.name`).
+    /// Architecture (config `model.name`): resnet18 ... resnet152, mobilenet_v2,
+    /// mobilenet_v3_small/large, efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small,
+    /// vit_b_16, vit_s_16 (`torchlight summary --model NAME` shows one).
     #[arg(long)]
     model: Option<String>,
-    /// Starting weights (`.pth` from torchvision or `.safetensors`); the head is replaced.
+    /// Starting weights: a torchvision `.pth`, `.safetensors`, a PyTorch Lightning `.ckpt` or a
+    /// DDP-saved file (`module.` / `model.` prefixes are stripped); the head is replaced.
     #[arg(long)]
     weights: Option<PathBuf>,
+    /// Rewrite the weights' keys before matching, `FROM=TO` (repeatable; `backbone.=` strips
+    /// `backbone.`); config `model.key_rewrite`.
+    #[arg(long = "key-rewrite", value_name = "FROM=TO")]
+    key_rewrite: Vec<String>,
     /// Epochs to train.
     #[arg(long, allow_negative_numbers = true)]
     epochs: Option<usize>,
@@ -59,7 +66,7 @@ pub struct Args {
     /// (its own config is used; `--epochs` extends a finished run, and `--device`,
     /// `--workers` and `--set` may change how, not what, it trains).
     #[arg(long, conflicts_with_all = [
-        "config", "data", "model", "weights", "image_size", "batch_size", "lr", "backbone_lr",
+        "config", "data", "model", "weights", "key_rewrite", "image_size", "batch_size", "lr", "backbone_lr",
         "freeze_epochs", "seed", "amp", "out",
     ])]
     resume: Option<PathBuf>,
@@ -138,6 +145,9 @@ fn config_from(args: &Args, sets: &[(String, String)]) -> Result<TrainConfig> {
         if let Some(value) = value {
             config.set(key, &value)?;
         }
+    }
+    if !args.key_rewrite.is_empty() {
+        config.model.key_rewrite = args.key_rewrite.clone();
     }
     for (key, value) in sets {
         config.set(key, value)?;

@@ -17,6 +17,9 @@ use torchlight_nn::{
     LeakyReLU, Linear, MaxPool2d, Module, ReLU, ResNet, Sequential, SiLU, Sigmoid, Tanh, GELU,
 };
 
+#[path = "onnx_backbones.rs"]
+mod backbones;
+
 /// The ONNX opset written.
 pub const OPSET: i64 = 17;
 /// The IR version matching opset 17.
@@ -308,6 +311,9 @@ impl Builder {
             out = self.module(&join(path, "avgpool"), &r.avgpool, out)?;
             out = self.module(&join(path, "flatten"), &Flatten::default(), out)?;
             return self.module(&join(path, "fc"), &r.fc, out);
+        }
+        if let Some(out) = self.backbone_layer(path, m, &x)? {
+            return Ok(out);
         }
         Err(ExportError::Unsupported {
             path: display(path),

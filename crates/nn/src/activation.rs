@@ -1,4 +1,5 @@
-//! Activations: `ReLU`, `LeakyReLU`, `GELU`, `SiLU`, `Sigmoid`, `Tanh`.
+//! Activations: `ReLU`, `ReLU6`, `LeakyReLU`, `GELU`, `SiLU`, `Hardswish`, `Hardsigmoid`,
+//! `Sigmoid`, `Tanh`.
 
 use crate::module::Module;
 use tch::Tensor;
@@ -18,6 +19,11 @@ macro_rules! activation {
 #[derive(Debug, Clone, Copy, Default, Module)]
 pub struct ReLU;
 activation!(ReLU, |self, xs| xs.relu());
+
+/// `torch.nn.ReLU6`: `min(max(x, 0), 6)` (MobileNetV2's activation).
+#[derive(Debug, Clone, Copy, Default, Module)]
+pub struct ReLU6;
+activation!(ReLU6, |self, xs| xs.relu6());
 
 /// `torch.nn.LeakyReLU`: `x` for `x >= 0`, `negative_slope * x` otherwise.
 #[derive(Debug, Clone, Copy, Module)]
@@ -42,6 +48,16 @@ activation!(GELU, |self, xs| xs.gelu("none"));
 #[derive(Debug, Clone, Copy, Default, Module)]
 pub struct SiLU;
 activation!(SiLU, |self, xs| xs.silu());
+
+/// `torch.nn.Hardswish`: `x * relu6(x + 3) / 6` (MobileNetV3's activation).
+#[derive(Debug, Clone, Copy, Default, Module)]
+pub struct Hardswish;
+activation!(Hardswish, |self, xs| xs.hardswish());
+
+/// `torch.nn.Hardsigmoid`: `relu6(x + 3) / 6` (the gate of MobileNetV3's squeeze-excitation).
+#[derive(Debug, Clone, Copy, Default, Module)]
+pub struct Hardsigmoid;
+activation!(Hardsigmoid, |self, xs| xs.hardsigmoid());
 
 /// `torch.nn.Sigmoid`.
 #[derive(Debug, Clone, Copy, Default, Module)]

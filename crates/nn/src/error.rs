@@ -31,7 +31,7 @@ pub enum NnError {
         reason: String,
     },
     /// Weights that do not fit the model, like PyTorch's `load_state_dict` errors.
-    #[error("state_dict does not match the model: {}", describe(.missing, .unexpected, .mismatched))]
+    #[error("state_dict does not match the model: {}{}", describe(.missing, .unexpected, .mismatched), hint_text(.hint))]
     StateDict {
         /// Model keys absent from the weights.
         missing: Vec<String>,
@@ -39,6 +39,16 @@ pub enum NnError {
         unexpected: Vec<String>,
         /// Keys present in both with different shapes: (key, weights' shape, model's shape).
         mismatched: Vec<(String, Vec<i64>, Vec<i64>)>,
+        /// A key rewrite that would match most unexpected keys to missing ones, when one does.
+        hint: Option<String>,
+    },
+    /// A key rewrite that cannot be read (`FROM=TO` expected).
+    #[error("key rewrite `{spec}`: {reason}")]
+    KeyRewrite {
+        /// The rewrite as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// A class index outside `[0, num_classes)` given to a classification loss.
     #[error("target {value} at batch position {position} is outside [0, {num_classes}) for logits with {num_classes} classes")]
@@ -60,6 +70,14 @@ pub enum NnError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// An architecture asked for at a size it cannot be built at.
+    #[error("{name}: {reason}")]
+    Architecture {
+        /// The architecture's name.
+        name: String,
+        /// What does not fit.
+        reason: String,
+    },
     /// Tensors of shapes that cannot go together.
     #[error("{what}: {detail}")]
     Shape {
@@ -68,6 +86,10 @@ pub enum NnError {
         /// The shapes and what was expected.
         detail: String,
     },
+}
+
+fn hint_text(hint: &Option<String>) -> String {
+    hint.as_ref().map(|h| format!("; {h}")).unwrap_or_default()
 }
 
 fn describe(

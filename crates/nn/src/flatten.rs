@@ -1,4 +1,4 @@
-//! `Flatten` and `Identity`.
+//! Shape layers without parameters: `Flatten`, `Permute` and `Identity`.
 
 use crate::module::Module;
 use tch::Tensor;
@@ -25,6 +25,28 @@ impl Default for Flatten {
 impl tch::nn::ModuleT for Flatten {
     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
         xs.flatten(self.start_dim, self.end_dim)
+    }
+}
+
+/// `torchvision.ops.Permute`: the input's dims reordered (`x.permute(dims)`), e.g. `[0, 2, 3, 1]`
+/// to move channels last around a `LayerNorm` in ConvNeXt's blocks.
+#[derive(Debug, Clone, Module)]
+pub struct Permute {
+    /// The new order of the input's dims.
+    #[module(skip)]
+    pub dims: Vec<i64>,
+}
+
+impl Permute {
+    /// Permutes to `dims`.
+    pub fn new(dims: &[i64]) -> Self {
+        Permute { dims: dims.to_vec() }
+    }
+}
+
+impl tch::nn::ModuleT for Permute {
+    fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
+        xs.permute(self.dims.as_slice())
     }
 }
 

@@ -100,9 +100,11 @@ pub fn ones_(tensor: &Tensor) {
 }
 
 /// `nn.init.kaiming_uniform_(t, mode=..., nonlinearity=...)`: U(-b, b) with
-/// `b = gain * sqrt(3 / fan)`.
+/// `b = sqrt(3) * gain / sqrt(fan)`, computed in PyTorch's order so the bound is the same
+/// float and a seeded draw is the same bit for bit.
 pub fn kaiming_uniform_(tensor: &Tensor, mode: FanMode, nonlinearity: Nonlinearity) {
-    let bound = calculate_gain(nonlinearity) * (3.0 / fan(tensor, mode)).sqrt();
+    let std = calculate_gain(nonlinearity) / fan(tensor, mode).sqrt();
+    let bound = 3f64.sqrt() * std;
     uniform_(tensor, -bound, bound);
 }
 
@@ -113,10 +115,12 @@ pub fn kaiming_normal_(tensor: &Tensor, mode: FanMode, nonlinearity: Nonlinearit
     normal_(tensor, 0.0, std);
 }
 
-/// `nn.init.xavier_uniform_(t, gain)`: U(-a, a) with `a = gain * sqrt(6 / (fan_in + fan_out))`.
+/// `nn.init.xavier_uniform_(t, gain)`: U(-a, a) with `a = sqrt(3) * gain * sqrt(2 / (fan_in +
+/// fan_out))`, in PyTorch's order of operations (the same bound, so the same draws).
 pub fn xavier_uniform_(tensor: &Tensor, gain: f64) {
     let (fan_in, fan_out) = fans(tensor);
-    let bound = gain * (6.0 / (fan_in + fan_out) as f64).sqrt();
+    let std = gain * (2.0 / (fan_in + fan_out) as f64).sqrt();
+    let bound = 3f64.sqrt() * std;
     uniform_(tensor, -bound, bound);
 }
 
@@ -124,6 +128,24 @@ pub fn xavier_uniform_(tensor: &Tensor, gain: f64) {
 pub fn xavier_normal_(tensor: &Tensor, gain: f64) {
     let (fan_in, fan_out) = fans(tensor);
     normal_(tensor, 0.0, gain * (2.0 / (fan_in + fan_out) as f64).sqrt());
+}
+
+/// `nn.init.trunc_normal_(t, mean, std, a, b)`: N(mean, std) truncated to `[a, b]` (absolute
+/// bounds, PyTorch's defaults -2 and 2), drawn as PyTorch does: uniform over the truncated
+/// range of the normal CDF, the inverse error function, then scale, shift and clamp; so a
+/// seeded draw equals PyTorch's (exactly whenever `a` and `b` lie beyond ~6 std, where the
+/// CDF bounds are exactly 0 and 1, as in ConvNeXt's and ViT's initialisation).
+pub fn trunc_normal_(tensor: &Tensor, mean: f64, std: f64, a: f64, b: f64) {
+    // The normal CDF through libtorch's double-precision erf (std has no erf).
+    let norm_cdf = |x: f64| (1.0 + Tensor::from(x / 2f64.sqrt()).erf().double_value(&[])) / 2.0;
+    let (low, high) = (norm_cdf((a - mean) / std), norm_cdf((b - mean) / std));
+    in_place(tensor, |t| {
+        let _ = t.uniform_(2.0 * low - 1.0, 2.0 * high - 1.0);
+        let _ = t.erfinv_();
+        let _ = t.g_mul_scalar_(std * 2f64.sqrt());
+        let _ = t.g_add_scalar_(mean);
+        let _ = t.clamp_(a, b);
+    });
 }
 
 /// One initialiser, as a value a policy can hold.
@@ -141,6 +163,8 @@ pub enum Init {
     Normal(f64, f64),
     /// [`uniform_`] over `[low, high)`.
     Uniform(f64, f64),
+    /// [`trunc_normal_`] with mean, std and the bounds `a`, `b`.
+    TruncNormal(f64, f64, f64, f64),
     /// [`constant_`].
     Constant(f64),
 }
@@ -155,6 +179,7 @@ impl Init {
             Init::XavierUniform(gain) => xavier_uniform_(tensor, gain),
             Init::Normal(mean, std) => normal_(tensor, mean, std),
             Init::Uniform(low, high) => uniform_(tensor, low, high),
+            Init::TruncNormal(mean, std, a, b) => trunc_normal_(tensor, mean, std, a, b),
             Init::Constant(value) => constant_(tensor, value),
         }
     }

@@ -1,5 +1,6 @@
-//! `torchlight-nn`: layers, initialisers, losses and the ResNet family, with PyTorch
-//! `state_dict` names, so weights move to and from PyTorch and torchvision without renaming.
+//! `torchlight-nn`: layers, initialisers, losses and torchvision's classification backbones
+//! (ResNet, MobileNetV2/V3, EfficientNet, ConvNeXt, ViT), with PyTorch `state_dict` names, so
+//! weights move to and from PyTorch and torchvision without renaming.
 //!
 //! Forward passes are tch's `ModuleT::forward_t(xs, train)`; [`Module`] adds structure
 //! (children, parameters, buffers) from which naming, counting, freezing, initialisation and
@@ -54,14 +55,22 @@ extern crate self as torchlight_nn;
 #[path = "derive_support.rs"]
 pub mod __derive;
 mod activation;
+mod attention;
 mod batch_norm;
 mod conv;
+mod conv_norm_activation;
+mod convnext;
 mod dropout;
+mod efficientnet;
 mod error;
 mod flatten;
 pub mod init;
+mod layer_norm;
 mod linear;
 mod loss;
+mod mobile;
+mod mobilenetv2;
+mod mobilenetv3;
 mod module;
 mod module_dict;
 mod module_list;
@@ -71,17 +80,38 @@ mod pth;
 mod registry;
 mod resnet;
 mod sequential;
+mod squeeze_excitation;
 mod state_dict;
+mod stochastic_depth;
 mod var_store;
+mod vision_transformer;
 
-pub use activation::{LeakyReLU, ReLU, SiLU, Sigmoid, Tanh, GELU};
+pub use activation::{Hardsigmoid, Hardswish, LeakyReLU, ReLU, ReLU6, SiLU, Sigmoid, Tanh, GELU};
+pub use attention::MultiheadAttention;
 pub use batch_norm::{BatchNorm2d, BatchNormConfig};
 pub use conv::{Conv2d, Conv2dConfig};
+pub use conv_norm_activation::{Conv2dNormActivation, Norm};
+pub use convnext::{
+    convnext_setting, convnext_small, convnext_small_on, convnext_tiny, convnext_tiny_on, CNBlock,
+    CNBlockConfig, ConvNeXt,
+};
 pub use dropout::Dropout;
+pub use efficientnet::{
+    efficientnet_b0, efficientnet_b0_on, efficientnet_b1, efficientnet_b1_on, efficientnet_b2,
+    efficientnet_b2_on, efficientnet_b3, efficientnet_b3_on, efficientnet_b_setting, efficientnet_v2_s,
+    efficientnet_v2_s_on, efficientnet_v2_s_setting, EfficientNet, EfficientNetConfig, FusedMBConv, MBConv,
+    MBConvConfig, MBConvKind,
+};
 pub use error::{NnError, Result};
-pub use flatten::{Flatten, Identity};
+pub use flatten::{Flatten, Identity, Permute};
+pub use layer_norm::{LayerNorm, LayerNorm2d};
 pub use linear::Linear;
 pub use loss::{BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, Reduction};
+pub use mobilenetv2::{mobilenet_v2, mobilenet_v2_on, InvertedResidualV2, MobileNetV2};
+pub use mobilenetv3::{
+    mobilenet_v3_config, mobilenet_v3_large, mobilenet_v3_large_on, mobilenet_v3_small,
+    mobilenet_v3_small_on, InvertedResidualConfig, InvertedResidualV3, MobileNetV3, MobileNetV3Arch,
+};
 pub use module::{
     count_parameters, freeze, freeze_all_but, named_buffers, named_parameters, named_tensors, state_dict,
     summary_table, to_device, unfreeze, visit_modules, Module, OwnTensor, ParamCount, Role,
@@ -90,16 +120,21 @@ pub use module_dict::ModuleDict;
 pub use module_list::ModuleList;
 pub use options::LayerOptions;
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
-pub use pth::read_pth;
-pub use registry::{architecture, architecture_names, register_architecture, Architecture};
+pub use pth::{read_pth, read_pth_checkpoint, STATE_DICT_ENTRIES};
+pub use registry::{architecture, architecture_names, register_architecture, Architecture, ModelSpec};
 pub use resnet::{
     resnet101, resnet101_on, resnet152, resnet152_on, resnet18, resnet18_on, resnet34, resnet34_on, resnet50,
     resnet50_on, resnet_by_name, resnet_by_name_on, BasicBlock, BlockKind, Bottleneck, ResNet,
 };
 pub use sequential::Sequential;
+pub use squeeze_excitation::SqueezeExcitation;
 pub use state_dict::{
     load_state_dict, load_weights, read_safetensors, read_weights, save_safetensors, write_safetensors,
-    LoadOptions, LoadReport,
+    KeyRewrite, LoadOptions, LoadReport, WRAPPER_PREFIXES,
 };
+pub use stochastic_depth::{StochasticDepth, StochasticDepthMode};
 pub use tch::nn::ModuleT;
 pub use var_store::VarStoreModule;
+pub use vision_transformer::{
+    vit_b_16, vit_b_16_on, vit_s_16, vit_s_16_on, Encoder, EncoderBlock, VisionTransformer, VitConfig,
+};

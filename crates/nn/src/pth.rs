@@ -47,6 +47,10 @@ enum Value {
     /// A tensor view of a storage.
     Tensor(TensorRef),
     Mark,
+    /// An object of a global outside the allow-list (`pathlib.PosixPath`, Lightning's
+    /// `AttributeDict`, ...), read by a container reader next to a state_dict: recorded by its
+    /// global's name, never imported or called.
+    Opaque(String),
 }
 
 /// The items of a tuple, list or dict, with the size and depth of everything below them, so
@@ -168,11 +172,21 @@ struct Machine<'a> {
     memo: HashMap<u32, Value>,
     /// Values this pickle may still create or copy (see [`MAX_NODES`]).
     nodes_left: usize,
+    /// Globals outside the allow-list become [`Value::Opaque`] instead of an error (reading a
+    /// checkpoint that holds a state_dict among other objects).
+    opaque_globals: bool,
 }
 
 impl<'a> Machine<'a> {
-    fn new(data: &'a [u8]) -> Self {
-        Machine { data, pos: 0, stack: Vec::new(), memo: HashMap::new(), nodes_left: MAX_NODES }
+    fn new(data: &'a [u8], opaque_globals: bool) -> Self {
+        Machine {
+            data,
+            pos: 0,
+            stack: Vec::new(),
+            memo: HashMap::new(),
+            nodes_left: MAX_NODES,
+            opaque_globals,
+        }
     }
     fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len());
@@ -291,8 +305,24 @@ impl<'a> Machine<'a> {
                 b'c' => {
                     let module = self.line()?;
                     let name = self.line()?;
-                    let g = global(&module, &name)?;
-                    self.push(Value::Global(g))?;
+                    let value = match global(&module, &name) {
+                        Ok(g) => Value::Global(g),
+                        Err(_) if self.opaque_globals => Value::Opaque(format!("{module}.{name}")),
+                        Err(e) => return Err(e),
+                    };
+                    self.push(value)?;
+                }
+                0x81 if self.opaque_globals => {
+                    // NEWOBJ: `cls.__new__(cls, *args)` of a class, kept opaque.
+                    let _args = self.pop()?;
+                    let class = self.pop()?;
+                    self.push(opaque_result(class)?)?;
+                }
+                b'0' if self.opaque_globals => {
+                    self.pop()?;
+                }
+                b'1' if self.opaque_globals => {
+                    self.pop_mark()?;
                 }
                 b'q' => {
                     let k = u32::from(self.u8()?);
@@ -331,6 +361,7 @@ impl<'a> Machine<'a> {
                     let v = self.pop()?;
                     match self.top_mut()? {
                         Value::List(l) => push_item(l, v)?,
+                        Value::Opaque(_) => {}
                         other => return Err(format!("APPEND to a non-list {}", short(other))),
                     }
                 }
@@ -342,6 +373,7 @@ impl<'a> Machine<'a> {
                                 push_item(l, v)?;
                             }
                         }
+                        Value::Opaque(_) => {}
                         other => return Err(format!("APPENDS to a non-list {}", short(other))),
                     }
                 }
@@ -350,6 +382,7 @@ impl<'a> Machine<'a> {
                     let k = self.pop()?;
                     match self.top_mut()? {
                         Value::Dict(d) => push_pair(d, k, v)?,
+                        Value::Opaque(_) => {}
                         other => return Err(format!("SETITEM on a non-dict {}", short(other))),
                     }
                 }
@@ -358,9 +391,10 @@ impl<'a> Machine<'a> {
                     if items.len() % 2 != 0 {
                         return Err("SETITEMS with an odd number of items".to_string());
                     }
-                    let Value::Dict(d) = self.top_mut()? else {
-                        let other = short(self.top_mut()?);
-                        return Err(format!("SETITEMS on a non-dict {other}"));
+                    let d = match self.top_mut()? {
+                        Value::Dict(d) => d,
+                        Value::Opaque(_) => continue,
+                        other => return Err(format!("SETITEMS on a non-dict {}", short(other))),
                     };
                     let mut it = items.into_iter();
                     while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -374,14 +408,18 @@ impl<'a> Machine<'a> {
                 b'R' => {
                     let args = self.pop()?;
                     let callable = self.pop()?;
-                    self.push(reduce(callable, args)?)?;
+                    let value = match callable {
+                        Value::Opaque(_) => opaque_result(callable)?,
+                        callable => reduce(callable, args)?,
+                    };
+                    self.push(value)?;
                 }
                 b'b' => {
                     // BUILD: an OrderedDict's `_metadata` (module versions) is the only state a
                     // state_dict carries; it is not needed to load tensors.
                     let _state = self.pop()?;
                     match self.top_mut()? {
-                        Value::Dict(_) | Value::Tensor(_) => {}
+                        Value::Dict(_) | Value::Tensor(_) | Value::Opaque(_) => {}
                         other => return Err(format!("BUILD on unsupported object {}", short(other))),
                     }
                 }
@@ -393,6 +431,14 @@ impl<'a> Machine<'a> {
                 }
             }
         }
+    }
+}
+
+/// What calling or instantiating an opaque global gives: an opaque object of that name.
+fn opaque_result(callable: Value) -> std::result::Result<Value, String> {
+    match callable {
+        Value::Opaque(name) => Ok(Value::Opaque(name)),
+        other => Err(format!("cannot instantiate {}", short(&other))),
     }
 }
 
@@ -539,10 +585,76 @@ const MAX_PICKLE_BYTES: u64 = 1 << 30;
 /// against its storage (no negative values, no overflow, nothing out of bounds). A file that
 /// `torch.load` refuses is an error here too, naming the file and the tensor.
 ///
+/// The file must hold a state_dict alone (`torch.save(model.state_dict(), path)`); a
+/// checkpoint that holds one among other objects is read by [`read_pth_checkpoint`].
+///
 /// # Errors
 /// [`NnError::Io`] if the file cannot be opened, [`NnError::Pth`] for anything malformed.
 pub fn read_pth(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
-    let path = path.as_ref();
+    read_pth_dict(path.as_ref(), false).map(|(tensors, _)| tensors)
+}
+
+/// The entries of a checkpoint dict that [`read_pth_checkpoint`] looks for a state_dict under,
+/// in order: PyTorch Lightning's `state_dict`, the PyTorch tutorials' `model_state_dict`,
+/// torchvision's reference scripts' `model`, then `module` and `net`.
+pub const STATE_DICT_ENTRIES: &[&str] = &["state_dict", "model_state_dict", "model", "module", "net"];
+
+/// Reads the state_dict of a `.pth` / `.pt` / `.ckpt` file that may hold more than one: a
+/// plain state_dict, or a checkpoint dict with it under one of [`STATE_DICT_ENTRIES`]
+/// (a PyTorch Lightning `.ckpt`, `{"model": ..., "optimizer": ..., "epoch": ...}`). Returns
+/// the tensors and the entry they were under (`None` for a plain state_dict).
+///
+/// The same safe pickle machine as [`read_pth`] reads the file, with the same checks, except
+/// that objects of other globals (Lightning's hyperparameter `AttributeDict`, `pathlib` paths,
+/// `argparse.Namespace`) are kept as opaque names: nothing is imported or called, and only the
+/// chosen entry's storages are read. Keys are as saved (`model.` / `module.` prefixes included;
+/// see `LoadOptions::strip_wrappers`).
+///
+/// # Errors
+/// As [`read_pth`]; also when no entry holds a state_dict.
+pub fn read_pth_checkpoint(path: impl AsRef<Path>) -> Result<(Vec<(String, Tensor)>, Option<String>)> {
+    read_pth_dict(path.as_ref(), true)
+}
+
+/// The state_dict of a checkpoint's root: an entry of [`STATE_DICT_ENTRIES`] holding a dict,
+/// else the root itself.
+fn state_dict_entry(root: Value) -> std::result::Result<(Vec<(Value, Value)>, Option<String>), String> {
+    let Value::Dict(items) = root else {
+        return Err(format!("the top-level object is not a dict but {}", short(&root)));
+    };
+    let items = items.items;
+    for name in STATE_DICT_ENTRIES {
+        let found =
+            items.iter().position(|(k, v)| matches!((k, v), (Value::Str(k), Value::Dict(_)) if k == name));
+        if let Some(at) = found {
+            let Some((_, Value::Dict(entry))) = items.into_iter().nth(at) else {
+                unreachable!("matched above")
+            };
+            return Ok((entry.items, Some(name.to_string())));
+        }
+    }
+    let others: Vec<String> = items
+        .iter()
+        .filter(|(_, v)| !matches!(v, Value::Tensor(_)))
+        .take(8)
+        .map(|(k, v)| match k {
+            Value::Str(k) => format!("`{k}`: {}", short(v)),
+            k => short(k),
+        })
+        .collect();
+    if !others.is_empty() {
+        return Err(format!(
+            "no state_dict found: the top-level dict holds non-tensors ({}) and none of the entries {}",
+            others.join("; "),
+            STATE_DICT_ENTRIES.join(", ")
+        ));
+    }
+    Ok((items, None))
+}
+
+/// Reads the file's pickle and the tensors of its state_dict: the root dict, or with
+/// `container` the entry [`state_dict_entry`] picks (other globals then kept opaque).
+fn read_pth_dict(path: &Path, container: bool) -> Result<(Vec<(String, Tensor)>, Option<String>)> {
     let fail = |reason: String| NnError::Pth { path: path.to_path_buf(), reason };
     let file = std::fs::File::open(path).map_err(|error| NnError::Io { path: path.to_path_buf(), error })?;
     let mut archive = zip::ZipArchive::new(file).map_err(|e| {
@@ -570,13 +682,18 @@ pub fn read_pth(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     if pkl.len() as u64 > MAX_PICKLE_BYTES {
         return Err(fail(format!("{pkl_name} is larger than {MAX_PICKLE_BYTES} bytes")));
     }
-    let root = Machine::new(&pkl).run().map_err(fail)?;
-    let Value::Dict(items) = root else {
-        return Err(fail(format!("the top-level object is not a dict but {}", short(&root))));
+    let root = Machine::new(&pkl, container).run().map_err(fail)?;
+    let (items, entry) = if container {
+        state_dict_entry(root).map_err(fail)?
+    } else {
+        let Value::Dict(items) = root else {
+            return Err(fail(format!("the top-level object is not a dict but {}", short(&root))));
+        };
+        (items.items, None)
     };
     let mut storages: HashMap<String, Tensor> = HashMap::new();
-    let mut out = Vec::with_capacity(items.items.len());
-    for (k, v) in items.items {
+    let mut out = Vec::with_capacity(items.len());
+    for (k, v) in items {
         let Value::Str(key) = k else {
             return Err(fail(format!("a state_dict key is not a string: {}", short(&k))));
         };
@@ -620,11 +737,14 @@ pub fn read_pth(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
         };
         out.push((key.clone(), tensor.map_err(|e| bad(e.to_string()))?));
     }
-    Ok(out)
+    Ok((out, entry))
 }
 
 /// `v`'s Debug text, cut at 80 characters without formatting the rest.
 fn short(v: &Value) -> String {
+    if let Value::Opaque(name) = v {
+        return format!("an object of `{name}` (not rebuilt: only tensors load)");
+    }
     struct Limited(String);
     impl fmt::Write for Limited {
         fn write_str(&mut self, s: &str) -> fmt::Result {

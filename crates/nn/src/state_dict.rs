@@ -3,11 +3,66 @@
 
 use crate::error::{NnError, Result};
 use crate::module::{named_tensors, state_dict, Module};
-use crate::pth::read_pth;
+use crate::pth::read_pth_checkpoint;
 use std::collections::HashMap;
 use std::path::Path;
 use tch::Tensor;
 use torchlight_tensor::no_grad;
+
+/// A rewrite of weight-file keys before they are matched to the model's: a key starting with
+/// `from` gets `to` in its place (`module.` -> `` strips DDP's prefix, `backbone.` ->
+/// `features.` moves a trunk). Written `FROM=TO` in configs and on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRewrite {
+    /// The prefix replaced.
+    pub from: String,
+    /// What replaces it (empty: stripped).
+    pub to: String,
+}
+
+impl KeyRewrite {
+    /// Replaces the prefix `from` with `to`.
+    pub fn new(from: impl Into<String>, to: impl Into<String>) -> Self {
+        KeyRewrite { from: from.into(), to: to.into() }
+    }
+
+    /// Strips `prefix`.
+    pub fn strip(prefix: impl Into<String>) -> Self {
+        Self::new(prefix, "")
+    }
+
+    /// Reads `FROM=TO` (`module.=` strips `module.`); an error naming the text when there is no
+    /// `=` or nothing before it.
+    pub fn parse(spec: &str) -> Result<Self> {
+        let bad = |reason: &str| NnError::KeyRewrite { spec: spec.to_string(), reason: reason.to_string() };
+        let (from, to) = spec
+            .split_once('=')
+            .ok_or_else(|| bad("expected FROM=TO, e.g. `module.=` to strip `module.`"))?;
+        if from.is_empty() {
+            return Err(bad("the prefix to replace (before `=`) is empty"));
+        }
+        Ok(KeyRewrite::new(from, to))
+    }
+
+    /// `key` rewritten, if it starts with `from`.
+    pub fn apply(&self, key: &str) -> Option<String> {
+        key.strip_prefix(self.from.as_str()).map(|rest| format!("{}{rest}", self.to))
+    }
+}
+
+impl std::fmt::Display for KeyRewrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.from, self.to)
+    }
+}
+
+/// Prefixes that wrappers put before every key of a model's state_dict, and who puts them:
+/// what [`LoadOptions::strip_wrappers`] removes.
+pub const WRAPPER_PREFIXES: &[(&str, &str)] = &[
+    ("module.", "DistributedDataParallel / DataParallel"),
+    ("model.", "a PyTorch Lightning module's `self.model`"),
+    ("_orig_mod.", "torch.compile"),
+];
 
 /// How [`load_state_dict`] treats keys that do not line up.
 #[derive(Debug, Clone, Default)]
@@ -15,27 +70,118 @@ pub struct LoadOptions {
     /// Missing or unexpected keys are errors (PyTorch's `strict=True`).
     pub strict: bool,
     /// Keys starting with any of these are neither loaded nor checked: e.g. `"fc."` to load
-    /// ImageNet weights into a model with a new head.
+    /// ImageNet weights into a model with a new head. Applied after the rewrites.
     pub skip_prefixes: Vec<String>,
+    /// Rewrites of the weights' keys, tried in order (the first that applies to a key wins),
+    /// before matching.
+    pub rewrites: Vec<KeyRewrite>,
+    /// After the rewrites, strip a [`WRAPPER_PREFIXES`] prefix that every weight key has and
+    /// no model key has (DDP's `module.`, Lightning's `model.`, torch.compile's `_orig_mod.`),
+    /// repeatedly. Off by default, as in PyTorch.
+    pub strip_wrappers: bool,
 }
 
 impl LoadOptions {
     /// `strict=True`.
     pub fn strict() -> Self {
-        LoadOptions { strict: true, skip_prefixes: Vec::new() }
+        LoadOptions { strict: true, ..Self::default() }
     }
     /// `strict=False`: missing and unexpected keys are reported, not errors.
     pub fn lenient() -> Self {
-        LoadOptions { strict: false, skip_prefixes: Vec::new() }
+        LoadOptions { strict: false, ..Self::default() }
     }
     /// Also skip keys under `prefix` (on both sides).
     pub fn skip(mut self, prefix: impl Into<String>) -> Self {
         self.skip_prefixes.push(prefix.into());
         self
     }
+    /// Also rewrite the weights' keys with `rewrite`.
+    pub fn rewrite(mut self, rewrite: KeyRewrite) -> Self {
+        self.rewrites.push(rewrite);
+        self
+    }
+    /// Strip the prefixes wrappers add ([`LoadOptions::strip_wrappers`]).
+    pub fn strip_wrappers(mut self) -> Self {
+        self.strip_wrappers = true;
+        self
+    }
     fn skips(&self, key: &str) -> bool {
         self.skip_prefixes.iter().any(|p| key.starts_with(p.as_str()))
     }
+}
+
+/// The weights' keys after `options`' rewrites and wrapper stripping, with what was done
+/// (`"module.=" ...` lines for the report).
+fn rewrite_keys(
+    weights: Vec<(String, Tensor)>,
+    model_keys: &[String],
+    options: &LoadOptions,
+) -> (Vec<(String, Tensor)>, Vec<String>) {
+    let mut counts = vec![0usize; options.rewrites.len()];
+    let mut weights: Vec<(String, Tensor)> = weights
+        .into_iter()
+        .map(|(k, t)| match options.rewrites.iter().enumerate().find_map(|(i, r)| Some((i, r.apply(&k)?))) {
+            Some((i, new)) => {
+                counts[i] += 1;
+                (new, t)
+            }
+            None => (k, t),
+        })
+        .collect();
+    let mut done: Vec<String> =
+        options.rewrites.iter().zip(counts).map(|(r, n)| format!("{r} (given, {n} keys)")).collect();
+    while options.strip_wrappers && !weights.is_empty() {
+        let wrapper = WRAPPER_PREFIXES.iter().find(|(prefix, _)| {
+            weights.iter().all(|(k, _)| k.starts_with(prefix))
+                && !model_keys.iter().any(|k| k.starts_with(prefix))
+        });
+        let Some((prefix, who)) = wrapper else { break };
+        for (k, _) in weights.iter_mut() {
+            k.drain(..prefix.len());
+        }
+        done.push(format!("{prefix}= ({who}, all {} keys)", weights.len()));
+    }
+    (weights, done)
+}
+
+/// A key rewrite that would turn most `unexpected` keys into `missing` ones, as a sentence for
+/// the error, when one does: from the longest common dotted suffix of an unexpected and a
+/// missing key (`backbone.layer1.0.conv1.weight` and `layer1.0.conv1.weight` give `backbone.=`).
+fn rewrite_hint(missing: &[String], unexpected: &[String]) -> Option<String> {
+    if missing.is_empty() || unexpected.is_empty() {
+        return None;
+    }
+    let missing_set: std::collections::HashSet<&str> = missing.iter().map(String::as_str).collect();
+    let mut best: Option<(KeyRewrite, usize)> = None;
+    for u in unexpected.iter().take(16) {
+        for m in missing.iter().take(256) {
+            let (us, ms): (Vec<&str>, Vec<&str>) = (u.split('.').collect(), m.split('.').collect());
+            let common = us.iter().rev().zip(ms.iter().rev()).take_while(|(a, b)| a == b).count();
+            if common == 0 || (common == us.len() && common == ms.len()) {
+                continue;
+            }
+            let prefix = |parts: &[&str]| parts.iter().map(|p| format!("{p}.")).collect::<String>();
+            let candidate =
+                KeyRewrite::new(prefix(&us[..us.len() - common]), prefix(&ms[..ms.len() - common]));
+            if best.as_ref().is_some_and(|(b, _)| *b == candidate) {
+                continue;
+            }
+            let hits = unexpected
+                .iter()
+                .filter(|k| candidate.apply(k).is_some_and(|new| missing_set.contains(new.as_str())))
+                .count();
+            if best.as_ref().is_none_or(|(_, n)| hits > *n) {
+                best = Some((candidate, hits));
+            }
+        }
+    }
+    let (rewrite, hits) = best?;
+    (hits * 2 >= unexpected.len().min(missing.len()) && hits > 0).then(|| {
+        format!(
+            "the key rewrite `{rewrite}` would match {hits} of the {} unexpected keys to missing ones",
+            unexpected.len()
+        )
+    })
 }
 
 /// What [`load_state_dict`] did, like PyTorch's `_IncompatibleKeys` plus the loaded keys.
@@ -49,6 +195,9 @@ pub struct LoadReport {
     pub unexpected: Vec<String>,
     /// Keys skipped by prefix, on either side.
     pub skipped: Vec<String>,
+    /// The key rewrites applied, given (`FROM=TO (given, N keys)`) or wrapper prefixes stripped
+    /// (`module.= (DistributedDataParallel / DataParallel, all 320 keys)`).
+    pub rewrites: Vec<String>,
 }
 
 /// `model.load_state_dict(weights, strict)`: copies every tensor whose key and shape match
@@ -62,8 +211,11 @@ pub fn load_state_dict(
     weights: Vec<(String, Tensor)>,
     options: &LoadOptions,
 ) -> Result<LoadReport> {
+    let targets = named_tensors(model);
+    let model_keys: Vec<String> = targets.iter().map(|(k, _, _)| k.clone()).collect();
+    let (weights, rewrites) = rewrite_keys(weights, &model_keys, options);
     let mut source: HashMap<String, Tensor> = HashMap::new();
-    let mut report = LoadReport::default();
+    let mut report = LoadReport { rewrites, ..LoadReport::default() };
     for (k, t) in weights {
         if options.skips(&k) {
             report.skipped.push(k);
@@ -71,7 +223,6 @@ pub fn load_state_dict(
             source.insert(k, t);
         }
     }
-    let targets = named_tensors(model);
     let mut mismatched = Vec::new();
     let mut pairs = Vec::new();
     for (key, dst, _) in &targets {
@@ -92,9 +243,10 @@ pub fn load_state_dict(
     if !mismatched.is_empty()
         || (options.strict && !(report.missing.is_empty() && report.unexpected.is_empty()))
     {
+        let hint = rewrite_hint(&report.missing, &report.unexpected);
         let (missing, unexpected) =
             if options.strict { (report.missing, report.unexpected) } else { (Vec::new(), Vec::new()) };
-        return Err(NnError::StateDict { missing, unexpected, mismatched });
+        return Err(NnError::StateDict { missing, unexpected, mismatched, hint });
     }
     let _guard = no_grad();
     for (key, dst, src) in pairs {
@@ -108,8 +260,9 @@ pub fn load_state_dict(
 /// `_use_new_zipfile_serialization=False`) format: pickle protocol 2 and the 10-byte magic number.
 const LEGACY_TORCH_MAGIC: [u8; 4] = [0x80, 0x02, 0x8a, 0x0a];
 
-/// Reads a weights file: a PyTorch `.pth`/`.pt` zip archive (detected by its `PK` signature)
-/// or a safetensors file.
+/// Reads a weights file: a PyTorch `.pth`/`.pt`/`.ckpt` zip archive (detected by its `PK`
+/// signature; a plain state_dict or a checkpoint holding one, see [`read_pth_checkpoint`]) or a
+/// safetensors file.
 ///
 /// # Errors
 /// [`NnError::Io`] when the file cannot be read; [`NnError::Pth`] for a malformed archive, a
@@ -131,7 +284,7 @@ pub fn read_weights(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
         }
     }
     if &magic == b"PK\x03\x04" {
-        read_pth(path)
+        read_pth_checkpoint(path).map(|(tensors, _)| tensors)
     } else if magic == LEGACY_TORCH_MAGIC {
         Err(NnError::Pth {
             path: path.to_path_buf(),

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod backbones;
 mod doctor;
 mod harden;
 mod setup;

@@ -264,3 +264,54 @@ fn a_file_that_is_not_torchscript_is_one_clear_line() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Gives a model's near-zero initial parameters values, so an export check sees every path and
+/// outputs of order 1: ConvNeXt's layer scale (1e-6), a ViT's zero class token and head, the
+/// classifiers' N(0, 0.01) Linears.
+fn wake_up(model: &dyn Module) {
+    let _g = torchlight_tensor::no_grad();
+    for (name, p) in named_parameters(model) {
+        let near_zero = ["layer_scale", "class_token", "heads.", "classifier."];
+        if near_zero.iter().any(|k| name.starts_with(k) || name.ends_with(k)) {
+            let _ = p.shallow_clone().copy_(&(Tensor::randn(p.size(), (Kind::Float, Device::Cpu)) * 0.5));
+        }
+    }
+}
+
+#[test]
+fn backbones_export_to_onnx_and_torchscript_that_real_runtimes_agree_with() {
+    let dir = out_dir("backbones");
+    // One of each block kind: InvertedResidual (ReLU6; Hardswish, SE with Hardsigmoid), MBConv
+    // (SiLU, SE with Sigmoid, stochastic depth), FusedMBConv, CNBlock (LayerNorm2d, Permute,
+    // LayerNorm, GELU, layer scale), the ViT encoder (attention, class token).
+    let archs = [
+        "mobilenet_v2",
+        "mobilenet_v3_large",
+        "efficientnet_b0",
+        "efficientnet_v2_s",
+        "convnext_tiny",
+        "vit_s_16",
+    ];
+    for arch in archs {
+        let model = {
+            let build = architecture(arch).unwrap().build;
+            build(ModelSpec::new(5, 32), LayerOptions::default()).unwrap()
+        };
+        wake_up(model.as_ref());
+        warm_up(model.as_ref(), &[4, 3, 32, 32]);
+        let options = OnnxOptions::new(&[3, 32, 32]);
+        export_onnx(model.as_ref(), &options, dir.join(format!("{arch}__onnx.onnx"))).unwrap();
+        if arch == "mobilenet_v3_large" {
+            let folded = options.clone().with_fold_batch_norm(true);
+            let graph = onnx_model(model.as_ref(), &folded).unwrap().graph.unwrap();
+            assert_eq!(graph.node.iter().filter(|n| n.op_type == "BatchNormalization").count(), 0);
+            export_onnx(model.as_ref(), &folded, dir.join(format!("{arch}__folded.onnx"))).unwrap();
+        }
+        let example = Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu));
+        export_torchscript(model.as_ref(), &example, dir.join(format!("{arch}__traced.pt"))).unwrap();
+        write_io(&dir, arch, model.as_ref(), &[3, 32, 32]);
+    }
+    let (rows, _) = check(&dir);
+    assert_rows(&rows, 2 * (2 * archs.len() + 1));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

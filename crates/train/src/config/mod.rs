@@ -50,6 +50,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.max_image_pixels",
     "model.name",
     "model.pretrained",
+    "model.key_rewrite",
     "model.num_classes",
     "model.freeze_epochs",
     "optim.optimizer",
@@ -222,11 +223,18 @@ impl DataConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
     /// Architecture, a name of the registry (`torchlight_nn::architecture_names()`: the ResNet
-    /// family and any registered by the program). Default `resnet18`.
+    /// family, MobileNetV2/V3, EfficientNet, ConvNeXt, ViT and any registered by the program).
+    /// Default `resnet18`.
     pub name: String,
-    /// Starting weights (`.pth` or `.safetensors`, torchvision key names); `None` starts
-    /// from torchvision's initialisation.
+    /// Starting weights: a torchvision `.pth`, a safetensors file, a PyTorch Lightning `.ckpt`
+    /// or any checkpoint holding a state_dict under `state_dict` / `model_state_dict` /
+    /// `model`; wrapper prefixes every key has (DDP's `module.`, Lightning's `model.`) are
+    /// stripped. `None` starts from torchvision's initialisation.
     pub pretrained: Option<PathBuf>,
+    /// Rewrites of the pretrained file's keys before they are matched, `"FROM=TO"` prefix
+    /// replacements tried in order (`"backbone.="` strips `backbone.`); empty by default. A
+    /// strict load that still does not match names the keys and suggests a rewrite.
+    pub key_rewrite: Vec<String>,
     /// Classes of the new head; `None` takes the number of class folders in the data.
     pub num_classes: Option<usize>,
     /// Epochs during which only the head trains (backbone frozen); 0 trains everything from
@@ -236,7 +244,13 @@ pub struct ModelConfig {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        ModelConfig { name: "resnet18".to_string(), pretrained: None, num_classes: None, freeze_epochs: 0 }
+        ModelConfig {
+            name: "resnet18".to_string(),
+            pretrained: None,
+            key_rewrite: Vec::new(),
+            num_classes: None,
+            freeze_epochs: 0,
+        }
     }
 }
 

@@ -82,6 +82,11 @@ impl TrainConfig {
                 invalid("model.num_classes", n, &format!("must be at most {MAX_CLASSES}"))?;
             }
         }
+        for rewrite in &m.key_rewrite {
+            if let Err(e) = torchlight_nn::KeyRewrite::parse(rewrite) {
+                invalid("model.key_rewrite", rewrite, &e.to_string())?;
+            }
+        }
         if m.freeze_epochs > t.epochs {
             invalid(
                 "model.freeze_epochs",

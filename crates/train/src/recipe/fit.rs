@@ -61,7 +61,10 @@ pub struct RunSummary {
 pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
     config.validate()?;
     let splits = open_splits(&config)?;
-    model_architecture(&config)?;
+    // The architecture takes this image size (a ViT's patch grid): built once, uninitialised.
+    let arch = model_architecture(&config)?;
+    let spec = torchlight_nn::ModelSpec::new(2, i64::from(config.data.image_size));
+    (arch.build)(spec, torchlight_nn::LayerOptions::default().skip_init())?;
     if let Some(w) = &config.model.pretrained {
         // The OS's own words ("No such file or directory (os error 2)"), not a bare error kind.
         match std::fs::metadata(w) {

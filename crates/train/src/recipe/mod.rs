@@ -11,4 +11,6 @@ pub use data::{
     class_weights, eval_resize, eval_transform, loader, open_splits, train_transform, Loader, Split, Splits,
 };
 pub use fit::{evaluate, fit, resume, RunSummary, RESUME_CHANGEABLE};
-pub use model::{build_model, build_optimizer, build_scheduler, model_architecture, ModelCard};
+pub use model::{
+    build_model, build_optimizer, build_scheduler, model_architecture, pretrained_load_options, ModelCard,
+};

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind};
 use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::{
-    architecture, load_weights, named_parameters, to_device, Architecture, LayerOptions, LoadOptions, Module,
+    architecture, load_weights, named_parameters, to_device, Architecture, KeyRewrite, LayerOptions,
+    LoadOptions, ModelSpec, Module,
 };
 use torchlight_optim::{
     split_weight_decay, Adam, AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LinearLRConfig, LrScheduler,
@@ -29,17 +30,33 @@ pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
     })
 }
 
-/// The model of `config` with `num_classes` outputs, its starting weights loaded (everything
-/// but the head, which is new), on `device`. Random initialisation runs on the CPU, as in
+/// The model of `config` with `num_classes` outputs for `data.image_size` images, its starting
+/// weights loaded (everything but the head, which is new; see [`pretrained_load_options`]), on
+/// `device`. Random initialisation runs on the CPU, as in
 /// torchvision (so a seed gives the same weights whatever the device), then moves.
 pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> Result<Box<dyn Module>> {
     let arch = model_architecture(config)?;
-    let model = arch.build_default(num_classes as i64);
+    let model = (arch.build)(model_spec(config, num_classes), LayerOptions::default())?;
     if let Some(weights) = &config.model.pretrained {
-        load_weights(model.as_ref(), weights, &LoadOptions::strict().skip(arch.head))?;
+        load_weights(model.as_ref(), weights, &pretrained_load_options(config, arch.head)?)?;
     }
     to_device(model.as_ref(), device);
     Ok(model)
+}
+
+/// How the pretrained file loads: strictly, except the head (new), after the config's key
+/// rewrites and with wrapper prefixes (`module.`, `model.`) stripped.
+pub fn pretrained_load_options(config: &TrainConfig, head: &str) -> Result<LoadOptions> {
+    let mut options = LoadOptions::strict().skip(head).strip_wrappers();
+    for rewrite in &config.model.key_rewrite {
+        options = options.rewrite(KeyRewrite::parse(rewrite)?);
+    }
+    Ok(options)
+}
+
+/// What the model of `config` is built for: `num_classes` outputs, `data.image_size` pixels.
+fn model_spec(config: &TrainConfig, num_classes: usize) -> ModelSpec {
+    ModelSpec::new(num_classes as i64, i64::from(config.data.image_size))
 }
 
 /// AdamW/Adam/SGD over four groups: backbone and head (the parameters under `head`, e.g.
@@ -165,7 +182,8 @@ impl ModelCard {
     /// once there): restore the checkpoint into it.
     pub fn build_model(&self, device: Device) -> Result<Box<dyn Module>> {
         let arch = model_architecture(&self.config)?;
-        Ok((arch.build)(self.classes.len() as i64, LayerOptions::new(Kind::Float, device).skip_init()))
+        let options = LayerOptions::new(Kind::Float, device).skip_init();
+        Ok((arch.build)(model_spec(&self.config, self.classes.len()), options)?)
     }
 
     /// The `state_dict` prefix of the model's head.
