@@ -4,7 +4,8 @@
 //!   [`Subset`], [`ConcatDataset`].
 //! - Seeded splits: [`random_split`], [`stratified_split`], per-class counts ([`class_counts`]).
 //! - Samplers: [`SequentialSampler`], [`RandomSampler`], [`WeightedRandomSampler`],
-//!   [`BatchSampler`].
+//!   [`BatchSampler`], and [`DistributedSampler`] (a rank's share, with PyTorch's exact
+//!   indices).
 //! - [`DataLoader`]: worker threads, batches in sampler order whatever the worker count,
 //!   [`Collate`] into tensors (pinned on request), failing samples as errors or skipped,
 //!   data-stall time per epoch ([`EpochStats`]).
@@ -27,6 +28,7 @@ mod batch_sampler;
 mod collate;
 mod concat;
 mod dataset;
+mod distributed_sampler;
 mod epoch;
 mod error;
 mod loader;
@@ -35,6 +37,7 @@ mod random;
 mod sampler;
 mod split;
 mod subset;
+mod torch_randperm;
 mod weighted;
 mod worker;
 
@@ -43,6 +46,7 @@ pub use batch_sampler::BatchSampler;
 pub use collate::{Collate, DefaultCollate};
 pub use concat::ConcatDataset;
 pub use dataset::Dataset;
+pub use distributed_sampler::DistributedSampler;
 pub use epoch::{Epoch, EpochStats};
 pub use error::{DataError, Result};
 pub use loader::{DataLoader, DataLoaderBuilder, ErrorPolicy};

@@ -6,6 +6,7 @@ mod collate;
 mod common;
 #[cfg(feature = "cuda-tests")]
 mod cuda;
+mod distributed_sampler;
 mod failures;
 mod loader;
 mod samplers;
