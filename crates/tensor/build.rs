@@ -40,4 +40,6 @@ fn main() {
 
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     println!("cargo:libtorch_lib={}", lib.display());
+    // Other crates' shims include csrc/guard.h, so that every shim shares one error store.
+    println!("cargo:csrc={}", PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("csrc").display());
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod gloo;
 mod libtorch;
 mod pyref;
 
@@ -13,14 +14,19 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  setup [--cuda]          install libtorch 2.11.0 and the reference PyTorch (for parity tests)
+  setup [--cuda] [--distributed]
+                          install libtorch 2.11.0 and the reference PyTorch (for parity tests)
                           into the per-user cache, once, and link them into this workspace;
-                          --cuda forces the full CUDA libtorch
-  test [--cuda] [ARGS..]  setup, then run every test of the workspace (unit, integration, doc);
-                          ARGS after `--` go to `cargo test`
+                          --cuda forces the full CUDA libtorch; --distributed also fetches
+                          gloo's headers for torchlight-distributed (Debian's libgloo-dev)
+  test [--cuda] [--no-distributed] [ARGS..]
+                          setup (with --distributed), then run every test of the workspace
+                          (unit, integration, doc); --no-distributed leaves torchlight-distributed
+                          out where gloo's headers cannot be had; ARGS after `--` go to `cargo test`
   train-demo              setup, then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
-  bench [--quick]         setup, then Torchlight against PyTorch on each workload, interleaved;
+  bench [--quick]         setup (with --distributed), then Torchlight against PyTorch on each
+                          workload, interleaved;
                           writes target/bench/report.json and docs/benchmarks.{md,png}
 ";
 
@@ -40,13 +46,25 @@ fn run() -> Result<()> {
     let rest: Vec<String> = args.collect();
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");
-    let quick = flags.iter().any(|f| f == "--quick") && command == "bench";
-    if let Some(unknown) = flags.iter().find(|f| *f != "--cuda" && !(quick && *f == "--quick")) {
+    let allowed: &[&str] = match command.as_str() {
+        "setup" => &["--cuda", "--distributed"],
+        "test" => &["--cuda", "--no-distributed"],
+        "bench" => &["--cuda", "--quick"],
+        _ => &["--cuda"],
+    };
+    if let Some(unknown) = flags.iter().find(|f| !allowed.contains(&f.as_str())) {
         bail!("unknown option `{unknown}` for `{command}`\n\n{USAGE}");
     }
+    let quick = flags.iter().any(|f| f == "--quick");
     match command.as_str() {
-        "setup" => setup(cuda).map(|_| ()),
-        "test" => test(cuda, passthrough),
+        "setup" => {
+            setup(cuda)?;
+            if flags.iter().any(|f| f == "--distributed") {
+                gloo::setup(&workspace_root())?;
+            }
+            Ok(())
+        }
+        "test" => test(cuda, !flags.iter().any(|f| f == "--no-distributed"), passthrough),
         "train-demo" => {
             setup(cuda)?;
             let root = workspace_root();
@@ -58,6 +76,7 @@ fn run() -> Result<()> {
         "bench" => {
             setup(cuda)?;
             let root = workspace_root();
+            gloo::setup(&root)?;
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| root.join("target"));
@@ -103,11 +122,23 @@ fn setup(cuda: bool) -> Result<libtorch::Installed> {
     Ok(installed)
 }
 
-fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
+fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
     let root = workspace_root();
     let installed = setup(cuda)?;
     let mut cmd = cargo();
     cmd.current_dir(&root).args(["test", "--workspace"]);
+    if distributed {
+        gloo::setup(&root).context(
+            "torchlight-distributed cannot be built here; `cargo xtask test --no-distributed` tests \
+             the rest of the workspace",
+        )?;
+    } else {
+        eprintln!(
+            "xtask: --no-distributed: leaving torchlight-distributed (and the facade's `distributed` \
+             feature) out of this run"
+        );
+        cmd.args(["--exclude", "torchlight-distributed"]);
+    }
     if installed.gpu_tests {
         eprintln!("xtask: NVIDIA GPU and CUDA libtorch present: enabling the `cuda-tests` feature");
         cmd.args(["--features", CUDA_TEST_FEATURES]);

@@ -1,0 +1,111 @@
+//! `cargo xtask setup --distributed`: gloo's C++ headers for `torchlight-distributed`.
+//!
+//! libtorch ships c10d's headers but not gloo's, which `ProcessGroupGloo.hpp` includes. Debian
+//! packages them as `libgloo-dev`; this step fetches that package with `apt-get download` (no
+//! root needed, nothing installed system-wide), unpacks it with `dpkg-deb -x` into the per-user
+//! cache beside libtorch, and links it into the workspace as `.gloo`, where
+//! `.cargo/config.toml` points `TORCHLIGHT_GLOO_INCLUDE`. Headers found in `/usr/include` (an
+//! `apt-get install libgloo-dev`) or in a `TORCHLIGHT_GLOO_INCLUDE` of the user's own are used
+//! as they are. Only headers are used: nothing of gloo is linked (libtorch has its own gloo).
+
+use crate::libtorch::{cache_root, point_link};
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The Debian package holding gloo's headers.
+const PACKAGE: &str = "libgloo-dev";
+const MARKER: &str = ".torchlight-complete";
+/// The include folder inside the unpacked package, as `.cargo/config.toml` expects it.
+const INCLUDE_IN_PACKAGE: &str = "usr/include";
+/// What `.cargo/config.toml` sets `TORCHLIGHT_GLOO_INCLUDE` to, relative to the workspace.
+const CONFIGURED: &str = ".gloo/usr/include";
+
+/// Makes gloo's headers available to `torchlight-distributed`'s build script; returns the
+/// include folder (the one holding `gloo/config.h`).
+pub fn setup(root: &Path) -> Result<PathBuf> {
+    if let Some(dir) = user_include(root) {
+        if !dir.join("gloo/config.h").is_file() {
+            bail!(
+                "TORCHLIGHT_GLOO_INCLUDE={} holds no gloo/config.h; point it at the folder that holds \
+                 gloo/, or unset it to let setup fetch {PACKAGE}",
+                dir.display()
+            );
+        }
+        eprintln!("setup: using your TORCHLIGHT_GLOO_INCLUDE={}", dir.display());
+        return Ok(dir);
+    }
+    let system = Path::new("/usr/include");
+    if system.join("gloo/config.h").is_file() {
+        eprintln!("setup: gloo headers found in {} ({PACKAGE} installed)", system.display());
+        return Ok(system.to_path_buf());
+    }
+    let dir = cache_root()?.join("gloo-headers");
+    if !dir.join(MARKER).is_file() {
+        fetch(&dir)?;
+    }
+    point_link(&root.join(".gloo"), &dir)?;
+    let version = fs::read_to_string(dir.join(MARKER)).unwrap_or_default();
+    eprintln!("setup: gloo headers ({}) ready at {}", version.trim(), dir.display());
+    Ok(dir.join(INCLUDE_IN_PACKAGE))
+}
+
+/// A `TORCHLIGHT_GLOO_INCLUDE` from the user's environment, as opposed to the one
+/// `.cargo/config.toml` sets.
+fn user_include(root: &Path) -> Option<PathBuf> {
+    let value = PathBuf::from(std::env::var_os("TORCHLIGHT_GLOO_INCLUDE")?);
+    (value != root.join(CONFIGURED)).then_some(value)
+}
+
+fn fetch(dir: &Path) -> Result<()> {
+    let parent = dir.parent().context("cache directory has a parent")?;
+    fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    let partial = dir.with_extension("partial");
+    if partial.exists() {
+        fs::remove_dir_all(&partial)
+            .with_context(|| format!("cannot remove the stale {}", partial.display()))?;
+    }
+    let download = partial.join("download");
+    fs::create_dir_all(&download)?;
+    eprintln!("setup: fetching gloo's headers (Debian's {PACKAGE}, about 50 kB) with `apt-get download`");
+    let fetched = Command::new("apt-get").arg("download").arg(PACKAGE).current_dir(&download).status();
+    match fetched {
+        Ok(status) if status.success() => {}
+        Ok(status) => bail!(
+            "`apt-get download {PACKAGE}` failed ({status}); see its output above. If apt's package \
+             lists are stale, run `apt-get update` (as root) first. Alternatives: `apt-get install \
+             {PACKAGE}`, or set TORCHLIGHT_GLOO_INCLUDE to a folder holding gloo/config.h (from any \
+             recent pytorch/gloo checkout). Without them the rest of the workspace still builds: \
+             only torchlight-distributed needs them"
+        ),
+        Err(e) => bail!(
+            "cannot run apt-get ({e}): torchlight-distributed needs gloo's C++ headers, which this \
+             step fetches from Debian's {PACKAGE}. On a system without apt, set \
+             TORCHLIGHT_GLOO_INCLUDE to a folder holding gloo/config.h (from any recent \
+             pytorch/gloo checkout). Without them the rest of the workspace still builds: only \
+             torchlight-distributed needs them"
+        ),
+    }
+    let deb = fs::read_dir(&download)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "deb"))
+        .with_context(|| format!("apt-get download left no .deb in {}", download.display()))?;
+    let status =
+        Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&partial).status().context("cannot run dpkg-deb")?;
+    if !status.success() {
+        bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
+    }
+    if !partial.join(INCLUDE_IN_PACKAGE).join("gloo/config.h").is_file() {
+        bail!("{} holds no {INCLUDE_IN_PACKAGE}/gloo/config.h", deb.display());
+    }
+    let name = deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    fs::remove_dir_all(&download)?;
+    fs::write(partial.join(MARKER), format!("{name}\n"))?;
+    if dir.exists() {
+        fs::remove_dir_all(dir).with_context(|| format!("cannot replace {}", dir.display()))?;
+    }
+    fs::rename(&partial, dir)
+        .with_context(|| format!("cannot move {} to {}", partial.display(), dir.display()))
+}
