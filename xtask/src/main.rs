@@ -25,8 +25,9 @@ commands:
                           out where gloo's headers cannot be had; ARGS after `--` go to `cargo test`
   train-demo              setup, then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
-  bench [--quick]         setup (with --distributed), then Torchlight against PyTorch on each
-                          workload, interleaved;
+  bench [--quick] [--only=NAME,..]
+                          setup (with --distributed), then Torchlight against PyTorch on each
+                          workload (or only those named, leaving docs/ alone), interleaved;
                           writes target/bench/report.json and docs/benchmarks.{md,png}
 ";
 
@@ -52,7 +53,14 @@ fn run() -> Result<()> {
         "bench" => &["--cuda", "--quick"],
         _ => &["--cuda"],
     };
-    if let Some(unknown) = flags.iter().find(|f| !allowed.contains(&f.as_str())) {
+    let only: Option<Vec<String>> = flags
+        .iter()
+        .find_map(|f| f.strip_prefix("--only="))
+        .filter(|_| command == "bench")
+        .map(|list| list.split(',').map(str::to_string).collect());
+    if let Some(unknown) =
+        flags.iter().find(|f| !allowed.contains(&f.as_str()) && !(only.is_some() && f.starts_with("--only=")))
+    {
         bail!("unknown option `{unknown}` for `{command}`\n\n{USAGE}");
     }
     let quick = flags.iter().any(|f| f == "--quick");
@@ -76,11 +84,18 @@ fn run() -> Result<()> {
         "bench" => {
             setup(cuda)?;
             let root = workspace_root();
-            gloo::setup(&root)?;
+            // Without gloo's headers the bench still runs; the all-reduce rows report an error.
+            let distributed = match gloo::setup(&root) {
+                Ok(_) => true,
+                Err(e) => {
+                    eprintln!("xtask: no all-reduce rows: {e:#}");
+                    false
+                }
+            };
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| root.join("target"));
-            bench::bench(&root, &target, cargo, quick)
+            bench::bench(&root, &target, cargo, bench::Options { quick, distributed, only })
         }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

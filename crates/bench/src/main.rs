@@ -6,7 +6,9 @@
 //!   work. `pytorch_bench.py` speaks the same protocol for PyTorch.
 //! - `gen-data --out DIR --count N`: the photo-like ImageFolder (cached).
 //! - `report --raw FILE --out-dir DIR [--docs DIR]`: statistics, table, JSON, Markdown, PNG.
+//! - `allreduce-peer`: rank 1 of the all-reduce rows, started by the server (`allreduce.rs`).
 
+mod allreduce;
 mod imagegen;
 mod report;
 mod stats;
@@ -44,8 +46,11 @@ fn required<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str>
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((command, rest)) = args.split_first() else {
-        bail!("usage: torchlight-bench serve|gen-data|report [--key value]..");
+        bail!("usage: torchlight-bench serve|gen-data|report|allreduce-peer [--key value]..");
     };
+    if command == "allreduce-peer" {
+        return allreduce::peer_main();
+    }
     let opts = options(rest)?;
     match command.as_str() {
         "serve" => serve(
@@ -122,5 +127,5 @@ fn serve(threads: i32, env: workloads::Env) -> Result<()> {
         writeln!(out, "{reply}")?;
         out.flush()?;
     }
-    Ok(())
+    allreduce::shutdown()
 }

@@ -512,7 +512,9 @@ fn nccl_new(
 }
 
 /// A collective in flight (`c10d::Work`); [`Work::wait`] finishes it. Dropping it without
-/// waiting lets it complete in the background.
+/// waiting lets the collective complete in the background, unchecked (and, for
+/// [`ReduceOp::Avg`] on Gloo, without the final division).
+#[must_use = "a collective is only known to have succeeded once `wait()` returns Ok"]
 pub struct Work {
     raw: NonNull<ffi::RawWork>,
     op: &'static str,

@@ -1,7 +1,8 @@
 //! Torchlight: train image models the PyTorch way, in Rust, on libtorch.
 //!
 //! This facade re-exports each Torchlight crate as a module (`torchlight::tensor`, ...) and
-//! gathers the names most programs need in [`prelude`].
+//! gathers the names most programs need in [`prelude`]. `torchlight::distributed` (data-parallel
+//! training on c10d) comes with the `distributed` feature.
 //!
 //! ```
 //! use torchlight::prelude::*;
@@ -27,6 +28,8 @@
 pub use tch;
 pub use torchlight_checkpoint as checkpoint;
 pub use torchlight_data as data;
+#[cfg(feature = "distributed")]
+pub use torchlight_distributed as distributed;
 pub use torchlight_export as export;
 pub use torchlight_nn as nn;
 pub use torchlight_optim as optim;

@@ -5,6 +5,8 @@
 
 mod collectives;
 mod common;
+#[cfg(feature = "cuda-tests")]
+mod cuda;
 mod ddp;
 mod failures;
 mod ranks;
