@@ -38,14 +38,19 @@ fn main() -> Result<()> {
     train()
 }
 
-/// A deterministic task: the class is the quadrant holding the brightest pixel of an 8x8 image.
+/// A deterministic task: noise with one brighter quadrant of an 8x8 image, the class.
 fn dataset() -> (Tensor, Tensor) {
     tch::manual_seed(0);
-    let xs = Tensor::rand([SAMPLES as i64, 1, 8, 8], (Kind::Float, Device::Cpu));
-    let flat = xs.view([SAMPLES as i64, 64]).argmax(1, false);
-    let (row, col) = (flat.divide_scalar_mode(8, "floor"), flat.remainder(8));
-    let ys = row.ge(4).to_kind(Kind::Int64) * 2 + col.ge(4).to_kind(Kind::Int64);
-    (xs, ys)
+    let n = SAMPLES as i64;
+    let ys = Tensor::randint(4, [n], (Kind::Int64, Device::Cpu));
+    let (row, col) = (ys.divide_scalar_mode(2, "floor"), ys.remainder(2));
+    let pixel = Tensor::arange(8, (Kind::Int64, Device::Cpu)).divide_scalar_mode(4, "floor");
+    // [n, 8, 8]: 1 where the pixel's quadrant is the sample's.
+    let in_row = pixel.view([1, 8, 1]).eq_tensor(&row.view([n, 1, 1]));
+    let in_col = pixel.view([1, 1, 8]).eq_tensor(&col.view([n, 1, 1]));
+    let bright = in_row.logical_and(&in_col).to_kind(Kind::Float);
+    let xs = Tensor::rand([n, 8, 8], (Kind::Float, Device::Cpu)) + bright * 0.5;
+    (xs.unsqueeze(1), ys)
 }
 
 fn train() -> Result<()> {
