@@ -90,12 +90,16 @@ fn gloo_include() -> Result<PathBuf, String> {
 }
 
 /// ProcessGroupNCCL's headers include NCCL's and CUDA's: from the full libtorch install's
-/// `nvidia/*` wheels (nvidia-nccl-cu13, nvidia-cuda-runtime, -crt, -cccl), or from
-/// `TORCHLIGHT_CUDA_INCLUDE` (`:`-separated folders). Its code is in libtorch_cuda.so.
+/// `nvidia/*` wheels (NCCL, the CUDA runtime, cuBLAS, ...) plus CUDA 13.0's crt and cccl, which
+/// torch does not depend on (`cargo xtask setup --distributed` on a GPU machine links them as
+/// `.cuda-headers`), through `TORCHLIGHT_CUDA_INCLUDE` (`:`-separated folders). Its code is in
+/// libtorch_cuda.so.
 fn add_nccl(build: &mut cc::Build, libtorch: &Path) {
     println!("cargo:rerun-if-env-changed=TORCHLIGHT_CUDA_INCLUDE");
+    // `.cargo/config.toml` names `.cuda-headers`, which only GPU machines have: missing folders
+    // are skipped.
     let mut dirs: Vec<PathBuf> = env::var("TORCHLIGHT_CUDA_INCLUDE")
-        .map(|v| v.split(':').filter(|s| !s.is_empty()).map(PathBuf::from).collect())
+        .map(|v| v.split(':').map(PathBuf::from).filter(|p| p.is_dir()).collect())
         .unwrap_or_default();
     // `<site-packages>/torch` beside `<site-packages>/nvidia/<package>/include`.
     if let Some(site) = libtorch.parent() {
@@ -106,12 +110,12 @@ fn add_nccl(build: &mut cc::Build, libtorch: &Path) {
             dirs.extend(found);
         }
     }
-    for header in ["nccl.h", "cuda_runtime_api.h"] {
+    for header in ["nccl.h", "cuda_runtime_api.h", "crt/host_config.h"] {
         if !dirs.iter().any(|d| d.join(header).is_file()) {
             panic!(
                 "\n\nthe `nccl` feature of torchlight-distributed needs {header}, found in none of: {}.\n\
-                 Use the full (CUDA) libtorch install (`cargo xtask setup --cuda`), which brings the \
-                 nvidia-nccl-cu13 and CUDA runtime wheels, or set TORCHLIGHT_CUDA_INCLUDE.\n",
+                 Use the full (CUDA) libtorch install and CUDA's crt/cccl headers (`cargo xtask setup \
+                 --cuda --distributed`), or set TORCHLIGHT_CUDA_INCLUDE.\n",
                 dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
             );
         }

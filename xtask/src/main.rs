@@ -2,7 +2,7 @@
 
 mod bench;
 mod demo;
-mod gloo;
+mod distributed;
 mod libtorch;
 mod pyref;
 
@@ -19,6 +19,7 @@ commands:
                           into the per-user cache, once, and link them into this workspace;
                           --cuda forces the full CUDA libtorch; --distributed also fetches
                           gloo's headers for torchlight-distributed (Debian's libgloo-dev)
+                          and, with the CUDA libtorch, CUDA's crt/cccl headers for NCCL
   test [--cuda] [--no-distributed] [ARGS..]
                           setup (with --distributed), then run every test of the workspace
                           (unit, integration, doc); --no-distributed leaves torchlight-distributed
@@ -66,9 +67,12 @@ fn run() -> Result<()> {
     let quick = flags.iter().any(|f| f == "--quick");
     match command.as_str() {
         "setup" => {
-            setup(cuda)?;
+            let installed = setup(cuda)?;
             if flags.iter().any(|f| f == "--distributed") {
-                gloo::setup(&workspace_root())?;
+                distributed::gloo_setup(&workspace_root())?;
+                if installed.gpu_tests {
+                    distributed::cuda_headers(&workspace_root())?;
+                }
             }
             Ok(())
         }
@@ -85,7 +89,7 @@ fn run() -> Result<()> {
             setup(cuda)?;
             let root = workspace_root();
             // Without gloo's headers the bench still runs; the all-reduce rows report an error.
-            let distributed = match gloo::setup(&root) {
+            let distributed = match distributed::gloo_setup(&root) {
                 Ok(_) => true,
                 Err(e) => {
                     eprintln!("xtask: no all-reduce rows: {e:#}");
@@ -143,7 +147,7 @@ fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
     let mut cmd = cargo();
     cmd.current_dir(&root).args(["test", "--workspace"]);
     if distributed {
-        gloo::setup(&root).context(
+        distributed::gloo_setup(&root).context(
             "torchlight-distributed cannot be built here; `cargo xtask test --no-distributed` tests \
              the rest of the workspace",
         )?;
@@ -156,7 +160,14 @@ fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
     }
     if installed.gpu_tests {
         eprintln!("xtask: NVIDIA GPU and CUDA libtorch present: enabling the `cuda-tests` feature");
-        cmd.args(["--features", CUDA_TEST_FEATURES]);
+        let mut features = CUDA_TEST_FEATURES.to_string();
+        if distributed {
+            // NCCL with one rank; its build needs CUDA's crt and cccl headers besides the
+            // install's own.
+            distributed::cuda_headers(&root)?;
+            features.push_str(",torchlight-distributed/cuda-tests");
+        }
+        cmd.args(["--features", &features]);
     }
     cmd.args(passthrough);
     eprintln!("xtask: running {cmd:?}");

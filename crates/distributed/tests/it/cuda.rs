@@ -3,7 +3,6 @@
 
 use crate::common::{conv_mlp, data, init_deterministic, max_diff, state};
 use std::time::Duration;
-use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 use torchlight_distributed::{
     Backend, DdpConfig, DistributedDataParallel, InitOptions, ProcessGroup, ReduceOp, TcpStore,

@@ -1,4 +1,5 @@
-//! `cargo xtask setup --distributed`: gloo's C++ headers for `torchlight-distributed`.
+//! `cargo xtask setup --distributed`: the C++ headers `torchlight-distributed` needs beyond
+//! libtorch's: gloo's always, and for its `nccl` feature on GPU machines CUDA's crt and cccl.
 //!
 //! libtorch ships c10d's headers but not gloo's, which `ProcessGroupGloo.hpp` includes. Debian
 //! packages them as `libgloo-dev`; this step fetches that package with `apt-get download` (no
@@ -24,7 +25,7 @@ const CONFIGURED: &str = ".gloo/usr/include";
 
 /// Makes gloo's headers available to `torchlight-distributed`'s build script; returns the
 /// include folder (the one holding `gloo/config.h`).
-pub fn setup(root: &Path) -> Result<PathBuf> {
+pub fn gloo_setup(root: &Path) -> Result<PathBuf> {
     if let Some(dir) = user_include(root) {
         if !dir.join("gloo/config.h").is_file() {
             bail!(
@@ -103,6 +104,70 @@ fn fetch(dir: &Path) -> Result<()> {
     let name = deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     fs::remove_dir_all(&download)?;
     fs::write(partial.join(MARKER), format!("{name}\n"))?;
+    if dir.exists() {
+        fs::remove_dir_all(dir).with_context(|| format!("cannot replace {}", dir.display()))?;
+    }
+    fs::rename(&partial, dir)
+        .with_context(|| format!("cannot move {} to {}", partial.display(), dir.display()))
+}
+
+/// The CUDA header wheels `ProcessGroupNCCL.hpp` needs beyond those the full libtorch install
+/// brings (NCCL's, cudart's, cuBLAS's...): CUDA 13.0's `crt/` and `cccl`, as torch 2.11's CUDA
+/// 13.0 build. Headers only.
+const CUDA_HEADER_WHEELS: &[&str] = &["nvidia-cuda-crt==13.0.88", "nvidia-cuda-cccl==13.0.85"];
+
+/// Fetches [`CUDA_HEADER_WHEELS`] into the per-user cache (once) and links them into the
+/// workspace as `.cuda-headers`, where `.cargo/config.toml` points `TORCHLIGHT_CUDA_INCLUDE`
+/// for the `nccl` feature's build.
+pub fn cuda_headers(root: &Path) -> Result<()> {
+    let dir = cache_root()?.join("cuda-headers-13.0");
+    let wanted = CUDA_HEADER_WHEELS.join("\n") + "\n";
+    if fs::read_to_string(dir.join(MARKER)).ok().as_deref() != Some(wanted.as_str()) {
+        fetch_cuda_headers(&dir, &wanted)?;
+    }
+    point_link(&root.join(".cuda-headers"), &dir)?;
+    eprintln!("setup: CUDA crt and cccl headers (for the NCCL backend) ready at {}", dir.display());
+    Ok(())
+}
+
+fn fetch_cuda_headers(dir: &Path, wanted: &str) -> Result<()> {
+    let partial = dir.with_file_name("cuda-headers-13.0.partial");
+    if partial.exists() {
+        fs::remove_dir_all(&partial)
+            .with_context(|| format!("cannot remove the stale {}", partial.display()))?;
+    }
+    let download = partial.join("download");
+    fs::create_dir_all(&download)?;
+    eprintln!(
+        "setup: fetching CUDA 13.0's crt and cccl headers for the NCCL backend ({})",
+        CUDA_HEADER_WHEELS.join(", ")
+    );
+    let status = Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--dest"])
+        .arg(&download)
+        .args(CUDA_HEADER_WHEELS)
+        .status()
+        .context("cannot run python3 -m pip")?;
+    if !status.success() {
+        bail!("pip could not download {} ({status}); see its output above", CUDA_HEADER_WHEELS.join(" "));
+    }
+    for wheel in fs::read_dir(&download)?.flatten().map(|e| e.path()) {
+        // A wheel is a zip; Python's zipfile unpacks it without any other tool.
+        let status = Command::new("python3")
+            .args(["-m", "zipfile", "-e"])
+            .arg(&wheel)
+            .arg(&partial)
+            .status()
+            .context("cannot run python3 -m zipfile")?;
+        if !status.success() {
+            bail!("cannot unpack {} ({status})", wheel.display());
+        }
+    }
+    fs::remove_dir_all(&download)?;
+    if !partial.join("nvidia/cu13/include/crt/host_config.h").is_file() {
+        bail!("the wheels {} hold no nvidia/cu13/include/crt/host_config.h", CUDA_HEADER_WHEELS.join(", "));
+    }
+    fs::write(partial.join(MARKER), wanted)?;
     if dir.exists() {
         fs::remove_dir_all(dir).with_context(|| format!("cannot replace {}", dir.display()))?;
     }
