@@ -60,7 +60,7 @@ fn run() -> Result<()> {
         .filter(|_| command == "bench")
         .map(|list| list.split(',').map(str::to_string).collect());
     if let Some(unknown) =
-        flags.iter().find(|f| !allowed.contains(&f.as_str()) && !(only.is_some() && f.starts_with("--only=")))
+        flags.iter().find(|f| !(allowed.contains(&f.as_str()) || only.is_some() && f.starts_with("--only=")))
     {
         bail!("unknown option `{unknown}` for `{command}`\n\n{USAGE}");
     }
