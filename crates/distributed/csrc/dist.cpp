@@ -73,8 +73,8 @@ int tl_dist_store_port(const tl_dist_store *store, int *port) {
 void tl_dist_store_free(tl_dist_store *store) { delete store; }
 
 int tl_dist_gloo_new(tl_dist_store *store, const char *prefix, int rank, int size,
-                     int64_t timeout_ms, const char *interfaces, const char *hostname,
-                     int threads, tl_dist_group **out) {
+                     int64_t timeout_ms, const char *interfaces, int threads,
+                     tl_dist_group **out) {
   return guarded([&] {
     auto options = c10d::ProcessGroupGloo::Options::create(millis(timeout_ms));
     const bool lazy = c10d::getDefaultGlooLazyInit();
@@ -82,8 +82,6 @@ int tl_dist_gloo_new(tl_dist_store *store, const char *prefix, int rank, int siz
       for (const auto &name : split_commas(interfaces)) {
         options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name, lazy));
       }
-    } else if (hostname != nullptr && *hostname != '\0') {
-      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname, lazy));
     } else {
       options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice(lazy));
     }
@@ -94,6 +92,10 @@ int tl_dist_gloo_new(tl_dist_store *store, const char *prefix, int rank, int siz
     auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(scoped, rank, size, options);
     *out = new tl_dist_group{c10::static_intrusive_pointer_cast<c10d::Backend>(group)};
   });
+}
+
+int tl_dist_group_set_timeout(tl_dist_group *group, int64_t timeout_ms) {
+  return guarded([&] { group->backend->setTimeout(millis(timeout_ms)); });
 }
 
 void tl_dist_group_free(tl_dist_group *group) { delete group; }

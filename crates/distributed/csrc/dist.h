@@ -34,14 +34,17 @@ void tl_dist_store_free(tl_dist_store *store);
 
 // c10d::ProcessGroupGloo over c10d::PrefixStore(prefix, store) with collective timeout
 // timeout_ms. Devices (network interfaces) as in PyTorch: one per name in interfaces
-// (comma-separated, GLOO_SOCKET_IFNAME's format) when given, else one for hostname when given,
-// else ProcessGroupGloo::createDefaultDevice(). threads: 0 for PyTorch's 2 per device.
+// (comma-separated, GLOO_SOCKET_IFNAME's format) when given, else
+// ProcessGroupGloo::createDefaultDevice() (this host's name, or loopback if it does not
+// resolve). threads: 0 for PyTorch's 2 per device.
 int tl_dist_gloo_new(tl_dist_store *store, const char *prefix, int rank, int size,
-                     int64_t timeout_ms, const char *interfaces, const char *hostname,
-                     int threads, tl_dist_group **out);
+                     int64_t timeout_ms, const char *interfaces, int threads,
+                     tl_dist_group **out);
 // c10d::ProcessGroupNCCL (csrc/nccl.cpp, compiled only with the `nccl` feature).
 int tl_dist_nccl_new(tl_dist_store *store, const char *prefix, int rank, int size,
                      int64_t timeout_ms, tl_dist_group **out);
+// Backend::setTimeout: the timeout of later collectives.
+int tl_dist_group_set_timeout(tl_dist_group *group, int64_t timeout_ms);
 void tl_dist_group_free(tl_dist_group *group);
 
 // Collectives on one tensor each, returning the c10d::Work to wait on. op: c10d::ReduceOp's

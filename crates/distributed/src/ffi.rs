@@ -48,7 +48,6 @@ extern "C" {
         size: c_int,
         timeout_ms: i64,
         interfaces: *const c_char,
-        hostname: *const c_char,
         threads: c_int,
         out: *mut *mut RawGroup,
     ) -> c_int;
@@ -61,6 +60,7 @@ extern "C" {
         timeout_ms: i64,
         out: *mut *mut RawGroup,
     ) -> c_int;
+    pub(crate) fn tl_dist_group_set_timeout(group: *mut RawGroup, timeout_ms: i64) -> c_int;
     pub(crate) fn tl_dist_group_free(group: *mut RawGroup);
 
     pub(crate) fn tl_dist_all_reduce(

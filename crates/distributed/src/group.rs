@@ -6,7 +6,7 @@ use crate::ffi;
 use crate::store::TcpStore;
 use std::ffi::CString;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tch::{Kind, Tensor};
@@ -149,7 +149,8 @@ struct Inner {
     rank: usize,
     world_size: usize,
     backend: Backend,
-    timeout: Duration,
+    /// The collective timeout in milliseconds ([`ProcessGroup::set_timeout`] changes it).
+    timeout_ms: AtomicU64,
 }
 
 // SAFETY: c10d backends are called from several threads by design (their work queues take
@@ -273,7 +274,6 @@ impl ProcessGroup {
                         size,
                         ffi::millis(options.timeout),
                         interfaces.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-                        std::ptr::null(),
                         threads,
                         &mut out,
                     )
@@ -289,7 +289,7 @@ impl ProcessGroup {
                 rank,
                 world_size,
                 backend: options.backend,
-                timeout: options.timeout,
+                timeout_ms: AtomicU64::new(options.timeout.as_millis().try_into().unwrap_or(u64::MAX)),
             }),
         })
     }
@@ -311,7 +311,23 @@ impl ProcessGroup {
 
     /// The timeout of every collective.
     pub fn timeout(&self) -> Duration {
-        self.inner.timeout
+        Duration::from_millis(self.inner.timeout_ms.load(Ordering::Relaxed))
+    }
+
+    /// Changes the timeout of later collectives (c10d's `Backend::setTimeout`), e.g. a long one
+    /// for a slow first step and a short one after. Every rank should set the same.
+    pub fn set_timeout(&self, timeout: Duration) -> Result<()> {
+        if timeout < Duration::from_millis(1) {
+            return Err(DistributedError::Config {
+                field: "timeout",
+                reason: "must be at least 1 ms".into(),
+            });
+        }
+        // SAFETY: the group is live.
+        let rc = unsafe { ffi::tl_dist_group_set_timeout(self.inner.raw.as_ptr(), ffi::millis(timeout)) };
+        ffi::check(Some(self.rank()), || "set the timeout".to_string(), rc)?;
+        self.inner.timeout_ms.store(timeout.as_millis().try_into().unwrap_or(u64::MAX), Ordering::Relaxed);
+        Ok(())
     }
 
     /// Whether this is rank 0.
@@ -413,7 +429,7 @@ impl ProcessGroup {
             raw,
             op,
             rank: self.rank(),
-            timeout: self.inner.timeout,
+            timeout: self.timeout(),
             then_divide,
             world_size: self.world_size(),
         })

@@ -18,6 +18,8 @@ pub const SCENARIO: &str = "TL_DIST_SCENARIO";
 pub const OUT: &str = "TL_DIST_OUT";
 /// The collective timeout ranks use, in milliseconds.
 pub const TIMEOUT_MS: &str = "TL_DIST_TIMEOUT_MS";
+/// The timeout the `hangs` scenario sets once its ranks have joined, in milliseconds.
+pub const HANG_TIMEOUT_MS: &str = "TL_DIST_HANG_TIMEOUT_MS";
 
 /// The libtest arguments that run only `ranks::entry` in this binary.
 pub fn rank_args() -> [&'static str; 5] {

@@ -1,7 +1,7 @@
 //! Failures end runs with errors naming the rank and the operation, within the timeout, never
 //! a hang: a rank that dies, a rank that stops answering, ranks with different models.
 
-use crate::common::{describe, launcher, output_of, TIMEOUT_MS};
+use crate::common::{describe, launcher, output_of, HANG_TIMEOUT_MS, TIMEOUT_MS};
 use std::time::Duration;
 
 #[test]
@@ -29,7 +29,7 @@ fn a_dead_rank_makes_the_others_fail_naming_rank_and_operation() {
 fn a_silent_rank_makes_the_others_time_out_naming_rank_and_operation() {
     let out = tempfile::tempdir().unwrap();
     let outcome = launcher("hangs", 2, out.path())
-        .env(TIMEOUT_MS, "2000")
+        .env(HANG_TIMEOUT_MS, "2000")
         .failure_grace(Duration::from_millis(200))
         .run()
         .unwrap();

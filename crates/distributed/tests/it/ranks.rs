@@ -6,7 +6,9 @@
 //! Run as an ordinary test (no scenario set), `entry` runs the collectives scenario in a world
 //! of one, which must hold for any world size.
 
-use crate::common::{self, conv_bn, conv_mlp, data, init_deterministic, OUT, SCENARIO, TIMEOUT_MS};
+use crate::common::{
+    self, conv_bn, conv_mlp, data, init_deterministic, HANG_TIMEOUT_MS, OUT, SCENARIO, TIMEOUT_MS,
+};
 use anyhow::{bail, ensure, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -101,6 +103,12 @@ pub fn collectives(pg: &ProcessGroup) -> Result<()> {
     ensure!(values(&a) == [ranks_sum; 4], "many: {a:?}");
     ensure!(Vec::<i64>::try_from(&b)? == [n, 2 * n], "many: {b:?}");
     ensure!(values(&c) == [world], "many: {c:?}");
+    // The timeout can change between collectives (every rank alike).
+    let before = pg.timeout();
+    pg.set_timeout(Duration::from_secs(45))?;
+    ensure!(pg.timeout() == Duration::from_secs(45));
+    ensure!(pg.set_timeout(Duration::ZERO).is_err());
+    pg.set_timeout(before)?;
     pg.barrier()?;
     Ok(())
 }
@@ -294,10 +302,13 @@ fn dies(pg: &ProcessGroup) -> Result<()> {
 }
 
 /// The last rank stops calling collectives (it sleeps); the others must time out with an
-/// error naming their rank and the operation.
+/// error naming their rank and the operation. The short timeout (`TL_DIST_HANG_TIMEOUT_MS`) is
+/// set once every rank has joined, so a slow start on a loaded machine cannot trip it.
 fn hangs(pg: &ProcessGroup) -> Result<()> {
     let t = Tensor::ones([8], (Kind::Float, Device::Cpu));
     pg.all_reduce(&t, ReduceOp::Sum)?;
+    let short = std::env::var(HANG_TIMEOUT_MS).context("TL_DIST_HANG_TIMEOUT_MS")?.parse()?;
+    pg.set_timeout(Duration::from_millis(short))?;
     if pg.rank() == pg.world_size() - 1 {
         std::thread::sleep(Duration::from_secs(120));
         bail!("rank {} woke up", pg.rank());
