@@ -39,6 +39,10 @@ pub struct Snapshot<'a> {
     pub rng: bool,
     /// The run's configuration.
     pub config: serde_json::Value,
+    /// The training loop's own state (history, callbacks' states), stored in `meta.json`.
+    pub loop_state: serde_json::Value,
+    /// The training loop's tensors (partial metrics of a mid-epoch save), stored as `loop.*`.
+    pub loop_tensors: Vec<(String, Tensor)>,
 }
 
 impl<'a> Snapshot<'a> {
@@ -55,6 +59,8 @@ impl<'a> Snapshot<'a> {
             data_seed: None,
             rng: false,
             config: serde_json::Value::Null,
+            loop_state: serde_json::Value::Null,
+            loop_tensors: Vec::new(),
         }
     }
 }
@@ -110,6 +116,7 @@ pub fn save(dir: impl AsRef<Path>, snapshot: &Snapshot<'_>) -> Result<()> {
         training.push(("rng.cpu".into(), rng.cpu));
         training.extend(rng.cuda.into_iter().enumerate().map(|(i, t)| (format!("rng.cuda.{i}"), t)));
     }
+    training.extend(snapshot.loop_tensors.iter().map(|(k, t)| (format!("loop.{k}"), t.shallow_clone())));
     write_tensors(&staging.dir.join(TRAINING_FILE), &training)?;
 
     let mut files = BTreeMap::new();
@@ -133,6 +140,7 @@ pub fn save(dir: impl AsRef<Path>, snapshot: &Snapshot<'_>) -> Result<()> {
         data_seed: snapshot.data_seed,
         has_rng: snapshot.rng,
         config: snapshot.config.clone(),
+        loop_state: snapshot.loop_state.clone(),
         files,
     };
     let meta_path = staging.dir.join(META_FILE);
@@ -221,6 +229,17 @@ impl Checkpoint {
         let weights = self.model.iter().map(|(k, t)| (k.clone(), t.shallow_clone())).collect();
         load_state_dict(model, weights, &LoadOptions::strict())
             .map_err(|source| CheckpointError::Model { path: self.dir.join(MODEL_FILE), source })
+    }
+
+    /// The training loop's tensors as saved (`loop.*`, prefix removed), sorted by key.
+    pub fn loop_tensors(&self) -> Vec<(String, Tensor)> {
+        let mut out: Vec<(String, Tensor)> = self
+            .training
+            .iter()
+            .filter_map(|(k, t)| k.strip_prefix("loop.").map(|k| (k.to_string(), t.shallow_clone())))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// The optimizer state as saved, if any.

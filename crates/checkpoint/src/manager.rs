@@ -90,6 +90,15 @@ impl CheckpointManager {
     }
 }
 
+impl CheckpointManager {
+    /// Saves `snapshot` as `last` only, with no metric (a mid-epoch or interrupt save): `best`
+    /// and the epoch folders are left as they are, and the best metric so far is recorded.
+    pub fn save_last(&mut self, snapshot: Snapshot<'_>) -> Result<()> {
+        let snapshot = Snapshot { metric: None, best: self.best.clone(), ..snapshot };
+        save(self.last(), &snapshot)
+    }
+}
+
 /// Makes `to` an atomic copy of the checkpoint folder `from`, hard-linking files (they are
 /// never modified in place) and copying where links are not possible.
 fn link_copy(from: &Path, to: &Path) -> Result<()> {

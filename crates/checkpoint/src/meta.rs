@@ -4,8 +4,9 @@
 //! <checkpoint>/
 //!   model.safetensors     the model's state_dict under PyTorch keys (weights and buffers);
 //!                         Python: model.load_state_dict(safetensors.torch.load_file(path))
-//!   training.safetensors  optimizer state tensors as "optimizer.<param>.<field>" and torch's
-//!                         generator states as "rng.cpu", "rng.cuda.<i>"
+//!   training.safetensors  optimizer state tensors as "optimizer.<param>.<field>", torch's
+//!                         generator states as "rng.cpu", "rng.cuda.<i>", and the training
+//!                         loop's tensors (a mid-epoch checkpoint's partial metrics) as "loop.*"
 //!   meta.json             this struct: format version, versions, time, progress, best metric,
 //!                         optimizer groups, scheduler and GradScaler state, data seed, config,
 //!                         and each file's size and CRC-32
@@ -65,6 +66,10 @@ pub struct Progress {
     pub epoch: u64,
     /// Optimizer steps taken.
     pub global_step: u64,
+    /// Batches of epoch `epoch` already trained on: 0 at an epoch boundary, more for a
+    /// mid-epoch checkpoint (absent in format 1 files written before mid-epoch resume).
+    #[serde(default)]
+    pub batch: u64,
 }
 
 /// Size and CRC-32 of a file of the checkpoint.
@@ -111,6 +116,10 @@ pub struct Meta {
     pub has_rng: bool,
     /// The run's configuration, as the caller gave it.
     pub config: serde_json::Value,
+    /// The training loop's own state (its epoch history, its callbacks' states), as the loop
+    /// gave it; its tensors (partial metrics) are `loop.*` in training.safetensors.
+    #[serde(default)]
+    pub loop_state: serde_json::Value,
     /// Size and checksum of each data file.
     pub files: BTreeMap<String, FileRecord>,
 }

@@ -48,7 +48,7 @@ pub fn run(args: Args) -> Result<()> {
     let split = Subset::new(Arc::new(folder), (0..n).collect())?;
     let mut batches = loader(split, config, false, device)?;
     let progress = if args.json { Progress::quiet() } else { Progress::auto() };
-    let m = evaluate(&loaded.model, &mut batches, device, config, classes.len(), &progress, "eval")?;
+    let m = evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress, "eval")?;
     if let Some(png) = &args.confusion_png {
         plot_confusion_matrix(&m.confusion, classes, png)?;
     }

@@ -34,11 +34,11 @@ pub fn run(args: Args) -> Result<()> {
                 .with_fold_batch_norm(args.fold_batch_norm)
                 .with_class_names(classes)
                 .with_normalization(&IMAGENET_MEAN, &IMAGENET_STD);
-            export_onnx(&loaded.model, &options, &args.out)?;
+            export_onnx(loaded.model.as_ref(), &options, &args.out)?;
         }
         "torchscript" => {
             let example = Tensor::zeros([2, 3, size, size], (Kind::Float, Device::Cpu));
-            export_torchscript(&loaded.model, &example, &args.out)?;
+            export_torchscript(loaded.model.as_ref(), &example, &args.out)?;
             let sidecar = serde_json::json!({
                 "classes": classes,
                 "image_size": size,

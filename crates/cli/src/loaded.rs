@@ -5,11 +5,11 @@ use anyhow::{Context, Result};
 use std::path::Path;
 use tch::Device;
 use torchlight_checkpoint::Checkpoint;
-use torchlight_nn::ResNet;
+use torchlight_nn::Module;
 use torchlight_train::ModelCard;
 
 pub struct Loaded {
-    pub model: ResNet,
+    pub model: Box<dyn Module>,
     pub card: ModelCard,
 }
 
@@ -23,6 +23,6 @@ pub fn load(path: &Path, device: Device) -> Result<Loaded> {
     let checkpoint = Checkpoint::load(&dir)?;
     let card = ModelCard::from_checkpoint(&checkpoint)?;
     let model = card.build_model(device)?;
-    checkpoint.restore_model(&model).with_context(|| format!("loading {}", dir.display()))?;
+    checkpoint.restore_model(model.as_ref()).with_context(|| format!("loading {}", dir.display()))?;
     Ok(Loaded { model, card })
 }

@@ -6,7 +6,6 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 use torchlight_export::load_torchscript;
-use torchlight_nn::ModuleT;
 use torchlight_tensor::{no_grad, seed::rng_from_seed, DeviceSpec};
 use torchlight_train::eval_transform;
 use torchlight_vision::{decode_file, Sample, Transform};

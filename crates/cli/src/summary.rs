@@ -1,7 +1,7 @@
 //! `torchlight summary`.
 
 use anyhow::{anyhow, Result};
-use torchlight_nn::{count_parameters, resnet_by_name, summary_table};
+use torchlight_nn::{architecture, architecture_names, count_parameters, freeze_all_but, summary_table};
 
 /// Options of `torchlight summary`.
 #[derive(clap::Args)]
@@ -18,14 +18,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let model = resnet_by_name(&args.model, args.num_classes).ok_or_else(|| {
-        anyhow!("unknown model `{}`; one of resnet18, resnet34, resnet50, resnet101, resnet152", args.model)
+    let arch = architecture(&args.model).ok_or_else(|| {
+        anyhow!("unknown model `{}`; one of {}", args.model, architecture_names().join(", "))
     })?;
+    let model = arch.build_default(args.num_classes);
     if args.frozen_backbone {
-        torchlight_nn::freeze_all_but(&model, "fc.");
+        freeze_all_but(model.as_ref(), arch.head);
     }
-    print!("{}", summary_table(&model));
-    let count = count_parameters(&model);
+    print!("{}", summary_table(model.as_ref()));
+    let count = count_parameters(model.as_ref());
     println!(
         "{} with {} classes: {} parameters ({} trainable)",
         args.model, args.num_classes, count.total, count.trainable

@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
-use torchlight_train::{fit, Progress, TrainConfig};
+use torchlight_train::{fit, resume, Progress, TrainConfig, TrainError};
 
 /// Options of `torchlight train`; each flag overrides the config file's value.
 #[derive(clap::Args)]
@@ -13,7 +13,7 @@ pub struct Args {
     /// A TOML config file with every hyperparameter.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Architecture: resnet18, resnet34, resnet50, resnet101, resnet152.
+    /// Architecture: resnet18, resnet34, resnet50, resnet101, resnet152 (config `model.name`).
     #[arg(long)]
     model: Option<String>,
     /// Starting weights (`.pth` from torchvision or `.safetensors`); the head is replaced.
@@ -55,17 +55,65 @@ pub struct Args {
     /// Any other config value, as `section.key=value` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Continue the run in this run folder from its last checkpoint (its own config is used).
-    #[arg(long, conflicts_with_all = ["config", "data", "set"])]
+    /// Continue the run in this run folder from its last checkpoint, exactly where it stopped
+    /// (its own config is used; `--epochs` extends a finished run, and `--device`,
+    /// `--workers` and `--set` may change how, not what, it trains).
+    #[arg(long, conflicts_with_all = [
+        "config", "data", "model", "weights", "image_size", "batch_size", "lr", "backbone_lr",
+        "freeze_epochs", "seed", "amp", "out",
+    ])]
     resume: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
     let progress = Progress::auto();
-    if let Some(run_dir) = &args.resume {
-        let summary = fit(TrainConfig::default(), Some(run_dir), &progress)?;
-        return report(&summary);
+    let sets = parse_sets(&args.set)?;
+    let result = match &args.resume {
+        Some(run_dir) => {
+            let mut changes: Vec<(String, String)> = [
+                ("train.epochs", args.epochs.map(|v| v.to_string())),
+                ("train.device", args.device.clone()),
+                ("data.workers", args.workers.map(|v| v.to_string())),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+            .collect();
+            changes.extend(sets);
+            resume(run_dir, &changes, &progress)
+        }
+        None => fit(config_from(&args, &sets)?, &progress),
+    };
+    match result {
+        Ok(summary) => report(&summary),
+        Err(TrainError::Interrupted { signal, epoch, step, checkpoint }) => {
+            eprintln!("interrupted by {signal} in epoch {epoch} after step {step}");
+            match checkpoint.as_deref().and_then(run_folder_of) {
+                Some(run) => eprintln!("saved; resume with: torchlight train --resume {}", run.display()),
+                None => eprintln!("no checkpoint was saved"),
+            }
+            std::process::exit(130);
+        }
+        Err(e) => Err(e).context("training failed"),
     }
+}
+
+/// The run folder of a checkpoint folder `<run>/checkpoints/<name>`.
+fn run_folder_of(checkpoint: &std::path::Path) -> Option<PathBuf> {
+    Some(checkpoint.parent()?.parent()?.to_path_buf())
+}
+
+fn parse_sets(pairs: &[String]) -> Result<Vec<(String, String)>> {
+    pairs
+        .iter()
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) => Ok((key.trim().to_string(), value.trim().to_string())),
+            None => bail!("--set {pair}: expected KEY=VALUE, e.g. --set optim.weight_decay=0.05"),
+        })
+        .collect()
+}
+
+/// The config of a new run: the file, then each flag, then each `--set`.
+fn config_from(args: &Args, sets: &[(String, String)]) -> Result<TrainConfig> {
     let mut config = match &args.config {
         Some(path) => TrainConfig::from_toml_file(path)?,
         None => TrainConfig::default(),
@@ -91,11 +139,8 @@ pub fn run(args: Args) -> Result<()> {
             config.set(key, &value)?;
         }
     }
-    for pair in &args.set {
-        let Some((key, value)) = pair.split_once('=') else {
-            bail!("--set {pair}: expected KEY=VALUE, e.g. --set optim.weight_decay=0.05");
-        };
-        config.set(key.trim(), value.trim())?;
+    for (key, value) in sets {
+        config.set(key, value)?;
     }
     if !config.data.train_dir().is_dir() {
         bail!(
@@ -103,8 +148,7 @@ pub fn run(args: Args) -> Result<()> {
             config.data.root.display()
         );
     }
-    let summary = fit(config, None, &progress).context("training failed")?;
-    report(&summary)
+    Ok(config)
 }
 
 fn report(summary: &torchlight_train::RunSummary) -> Result<()> {

@@ -3,8 +3,7 @@
 use crate::collate::Collate;
 use crate::dataset::Dataset;
 use crate::error::{DataError, Result};
-use crate::loader::DataLoader;
-use crate::worker::{load_batch, panic_message, Loaded, SkippedSample, Task, WorkerPool};
+use crate::worker::{load_batch, panic_message, Loaded, SkippedSample, Task, WorkerPool, Workers};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -32,17 +31,24 @@ pub struct EpochStats {
     pub wall: Duration,
 }
 
-/// The batches of one epoch, in sampler order (see [`DataLoader::epoch`]).
+/// The batches of one epoch, in sampler order (see [`DataLoader::epoch`] and
+/// [`DataLoader::epoch_from`]).
 ///
 /// After an error the iterator goes on with the next batch; stop iterating to abort the epoch.
 /// Dropping it early cancels the batches in flight: the workers stop between samples and,
 /// unless they are persistent, are joined before the drop returns.
+///
+/// [`DataLoader::epoch`]: crate::DataLoader::epoch
+/// [`DataLoader::epoch_from`]: crate::DataLoader::epoch_from
 pub struct Epoch<'a, D: Dataset + 'static, C: Collate<D::Item>> {
     /// Declared first so that the workers are joined before the loader is released.
     own_pool: Option<WorkerPool<D, C>>,
-    loader: &'a mut DataLoader<D, C>,
+    workers: &'a mut Workers<D, C>,
+    /// Where the statistics go when the epoch is dropped (the loader's `last_epoch_stats`).
+    stats_out: &'a mut Option<EpochStats>,
     epoch: u64,
     generation: u64,
+    /// The epoch's batches; those before `first_batch` stay unloaded.
     batches: Vec<Vec<usize>>,
     next_seq: usize,
     next_dispatch: usize,
@@ -53,32 +59,45 @@ pub struct Epoch<'a, D: Dataset + 'static, C: Collate<D::Item>> {
 }
 
 impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
-    pub(crate) fn new(loader: &'a mut DataLoader<D, C>, epoch: u64) -> Self {
+    /// Epoch `epoch` of `batches` (its sampler's batches), starting at batch `first_batch`.
+    pub(crate) fn new(
+        workers: &'a mut Workers<D, C>,
+        stats_out: &'a mut Option<EpochStats>,
+        epoch: u64,
+        batches: Vec<Vec<usize>>,
+        first_batch: usize,
+    ) -> Self {
         let started = Instant::now();
-        let generation = loader.shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
-        let batches = loader.batch_sampler.batches(epoch);
+        let generation = workers.shared.generation.fetch_add(1, Ordering::AcqRel) + 1;
         let mut own_pool = None;
         let mut pending_error = None;
-        if loader.num_workers > 0 && !batches.is_empty() {
-            let spawned = if loader.persistent_workers && loader.pool.is_some() {
+        if first_batch > batches.len() {
+            pending_error = Some(DataError::Config {
+                field: "first_batch",
+                reason: format!("is {first_batch}, past the {} batches of epoch {epoch}", batches.len()),
+            });
+        } else if workers.num_workers > 0 && first_batch < batches.len() {
+            let spawned = if workers.persistent && workers.persistent_pool.is_some() {
                 Ok(None)
             } else {
-                WorkerPool::spawn(&loader.shared, loader.num_workers).map(Some)
+                WorkerPool::spawn(&workers.shared, workers.num_workers).map(Some)
             };
             match spawned {
-                Ok(Some(pool)) if loader.persistent_workers => loader.pool = Some(pool),
+                Ok(Some(pool)) if workers.persistent => workers.persistent_pool = Some(pool),
                 Ok(pool) => own_pool = pool,
                 Err(e) => pending_error = Some(e),
             }
         }
+        let first_batch = first_batch.min(batches.len());
         Epoch {
             own_pool,
-            loader,
+            workers,
+            stats_out,
             epoch,
             generation,
             batches,
-            next_seq: 0,
-            next_dispatch: 0,
+            next_seq: first_batch,
+            next_dispatch: first_batch,
             reorder: BTreeMap::new(),
             pending_error,
             stats: EpochStats { epoch, ..EpochStats::default() },
@@ -91,7 +110,9 @@ impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
         &self.stats
     }
 
-    /// Batches not yet yielded.
+    /// Batches not yet yielded (after the first batch of [`DataLoader::epoch_from`]).
+    ///
+    /// [`DataLoader::epoch_from`]: crate::DataLoader::epoch_from
     pub fn remaining(&self) -> usize {
         self.batches.len() - self.next_seq
     }
@@ -107,27 +128,27 @@ impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
 
     /// Batch `seq`, loaded here or received from the workers.
     fn fetch(&mut self, seq: usize) -> Result<Loaded<C::Staged>> {
-        if self.loader.num_workers == 0 {
+        if self.workers.num_workers == 0 {
             let task = self.task(seq);
-            return load_batch(&self.loader.shared, &task)
+            return load_batch(&self.workers.shared, &task)
                 .unwrap_or(Err(DataError::WorkersExited { batch: seq }));
         }
         // Keep `prefetch * num_workers` batches in flight, counting the one awaited.
-        let window = self.loader.prefetch * self.loader.num_workers;
+        let window = self.workers.prefetch * self.workers.num_workers;
         while self.next_dispatch < self.batches.len() && self.next_dispatch < seq + window {
             let task = self.task(self.next_dispatch);
             self.next_dispatch += 1;
-            let pool = self.own_pool.as_ref().or(self.loader.pool.as_ref());
+            let pool = self.own_pool.as_ref().or(self.workers.persistent_pool.as_ref());
             if !pool.is_some_and(|pool| pool.send(task)) {
                 return Err(DataError::WorkersExited { batch: seq });
             }
         }
-        let deadline = self.loader.timeout.map(|t| (Instant::now() + t, t));
+        let deadline = self.workers.timeout.map(|t| (Instant::now() + t, t));
         loop {
             if let Some(result) = self.reorder.remove(&seq) {
                 return result;
             }
-            let pool = self.own_pool.as_ref().or(self.loader.pool.as_ref());
+            let pool = self.own_pool.as_ref().or(self.workers.persistent_pool.as_ref());
             let Some(pool) = pool else {
                 return Err(DataError::WorkersExited { batch: seq });
             };
@@ -170,8 +191,8 @@ impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
             };
             self.stats.skipped.extend(loaded.skipped);
             let Some(staged) = loaded.staged else { continue };
-            let pin = self.loader.pin_memory;
-            let collate = &self.loader.shared.collate;
+            let pin = self.workers.pin_memory;
+            let collate = &self.workers.shared.collate;
             let batch =
                 catch_unwind(AssertUnwindSafe(|| collate.finish(staged, pin))).unwrap_or_else(|payload| {
                     Err(DataError::Panic { index: None, message: panic_message(&*payload) })
@@ -210,11 +231,11 @@ impl<D: Dataset + 'static, C: Collate<D::Item>> Iterator for Epoch<'_, D, C> {
 impl<D: Dataset + 'static, C: Collate<D::Item>> Drop for Epoch<'_, D, C> {
     fn drop(&mut self) {
         // Cancel whatever is in flight: workers drop stale batches between samples.
-        self.loader.shared.generation.fetch_add(1, Ordering::AcqRel);
+        self.workers.shared.generation.fetch_add(1, Ordering::AcqRel);
         if self.next_seq < self.batches.len() {
             self.stats.wall = self.started.elapsed();
         }
-        self.loader.last_stats = Some(std::mem::take(&mut self.stats));
+        *self.stats_out = Some(std::mem::take(&mut self.stats));
         // `own_pool` drops after this body, joining non-persistent workers.
     }
 }

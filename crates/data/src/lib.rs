@@ -53,9 +53,8 @@ pub use loader::{DataLoader, DataLoaderBuilder, ErrorPolicy};
 pub use map::{DatasetExt, Map};
 pub use sampler::{RandomSampler, Sampler, SequentialSampler};
 pub use split::{
-    class_counts, random_split, random_split_indices, stratified_split, stratified_split_indices, SplitSizes,
-    STREAM_SPLIT,
+    random_split, random_split_indices, stratified_split, stratified_split_indices, SplitSizes, STREAM_SPLIT,
 };
-pub use subset::Subset;
+pub use subset::{class_counts, Subset};
 pub use weighted::WeightedRandomSampler;
 pub use worker::SkippedSample;

@@ -6,7 +6,7 @@ use crate::dataset::Dataset;
 use crate::epoch::{Epoch, EpochStats};
 use crate::error::{DataError, Result};
 use crate::sampler::{RandomSampler, Sampler, SequentialSampler};
-use crate::worker::{Shared, WorkerPool};
+use crate::worker::{Shared, Workers};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
@@ -190,20 +190,22 @@ impl<D: Dataset + 'static, C> DataLoaderBuilder<D, C> {
         };
         let batch_sampler = BatchSampler::new(sampler, self.batch_size, self.drop_last)?;
         Ok(DataLoader {
-            pool: None,
-            shared: Arc::new(Shared {
-                dataset: self.dataset,
-                collate: self.collate,
-                seed,
-                skip_errors: self.on_error == ErrorPolicy::Skip,
-                generation: AtomicU64::new(0),
-            }),
+            workers: Workers {
+                persistent_pool: None,
+                shared: Arc::new(Shared {
+                    dataset: self.dataset,
+                    collate: self.collate,
+                    seed,
+                    skip_errors: self.on_error == ErrorPolicy::Skip,
+                    generation: AtomicU64::new(0),
+                }),
+                num_workers: self.num_workers,
+                prefetch: self.prefetch,
+                persistent: self.persistent_workers,
+                pin_memory: self.pin_memory,
+                timeout: self.timeout,
+            },
             batch_sampler,
-            num_workers: self.num_workers,
-            prefetch: self.prefetch,
-            persistent_workers: self.persistent_workers,
-            pin_memory: self.pin_memory,
-            timeout: self.timeout,
             last_stats: None,
         })
     }
@@ -221,16 +223,10 @@ impl<D: Dataset + 'static, C> DataLoaderBuilder<D, C> {
 /// Dropping an epoch's iterator, or the loader, stops the workers between samples and joins
 /// them before the drop returns.
 pub struct DataLoader<D: Dataset, C: Collate<D::Item> = DefaultCollate> {
-    /// Declared first so that it drops (joining the workers) before anything else.
-    pub(crate) pool: Option<WorkerPool<D, C>>,
-    pub(crate) shared: Arc<Shared<D, C>>,
-    pub(crate) batch_sampler: BatchSampler,
-    pub(crate) num_workers: usize,
-    pub(crate) prefetch: usize,
-    pub(crate) persistent_workers: bool,
-    pub(crate) pin_memory: bool,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) last_stats: Option<EpochStats>,
+    /// Declared first so that a persistent pool drops (joining the workers) before anything else.
+    workers: Workers<D, C>,
+    batch_sampler: BatchSampler,
+    last_stats: Option<EpochStats>,
 }
 
 impl<D: Dataset + 'static> DataLoader<D, DefaultCollate>
@@ -250,7 +246,21 @@ impl<D: Dataset + 'static, C: Collate<D::Item>> DataLoader<D, C> {
     /// Its statistics (data-stall time, skipped samples) are in [`Epoch::stats`] and, once it
     /// is dropped, in [`DataLoader::last_epoch_stats`].
     pub fn epoch(&mut self, epoch: u64) -> Epoch<'_, D, C> {
-        Epoch::new(self, epoch)
+        self.epoch_from(epoch, 0)
+    }
+
+    /// The batches of epoch `epoch` from batch index `first_batch` on: what
+    /// `epoch(epoch).skip(first_batch)` yields, except that the batches before `first_batch` are
+    /// neither loaded nor yielded. A training loop resumes mid-epoch with it at the exact
+    /// batch: the order and every sample's augmentation depend only on (seed, epoch, index).
+    ///
+    /// `first_batch` counts the sampler's batches; under [`ErrorPolicy::Skip`] a batch whose
+    /// samples all failed is not yielded by `epoch`, so count the batches a run consumed,
+    /// not the items it received, if it may have skipped some. `first_batch == len()` gives
+    /// an empty epoch; a larger one yields a single [`DataError::Config`] naming `first_batch`.
+    pub fn epoch_from(&mut self, epoch: u64, first_batch: usize) -> Epoch<'_, D, C> {
+        let batches = self.batch_sampler.batches(epoch);
+        Epoch::new(&mut self.workers, &mut self.last_stats, epoch, batches, first_batch)
     }
 
     /// Same as [`DataLoader::epoch`].
@@ -270,7 +280,7 @@ impl<D: Dataset + 'static, C: Collate<D::Item>> DataLoader<D, C> {
 
     /// The dataset.
     pub fn dataset(&self) -> &D {
-        &self.shared.dataset
+        &self.workers.shared.dataset
     }
 
     /// The batch size.
@@ -280,12 +290,12 @@ impl<D: Dataset + 'static, C: Collate<D::Item>> DataLoader<D, C> {
 
     /// The number of worker threads (0: loading on the iterating thread).
     pub fn num_workers(&self) -> usize {
-        self.num_workers
+        self.workers.num_workers
     }
 
     /// The base seed of shuffles and augmentations.
     pub fn seed(&self) -> u64 {
-        self.shared.seed
+        self.workers.shared.seed
     }
 
     /// The statistics of the last epoch iterated (complete or not), once its iterator is dropped.

@@ -200,21 +200,10 @@ pub fn stratified_split<D: Dataset + ?Sized>(
         .collect()
 }
 
-/// The number of samples per label among `indices` (`labels[i]` is sample `i`'s label), to
-/// spot class imbalance in a split. Labels are keys in ascending order; labels with no sample
-/// among `indices` are absent.
-pub fn class_counts(labels: &[i64], indices: &[usize]) -> Result<BTreeMap<i64, usize>> {
-    let mut counts = BTreeMap::new();
-    for &index in indices {
-        let &label = labels.get(index).ok_or(DataError::IndexOutOfRange { index, len: labels.len() })?;
-        *counts.entry(label).or_insert(0) += 1;
-    }
-    Ok(counts)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::subset::class_counts;
 
     #[test]
     fn fraction_lengths_follow_pytorch() {

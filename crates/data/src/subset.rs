@@ -2,7 +2,6 @@
 
 use crate::dataset::Dataset;
 use crate::error::{DataError, Result};
-use crate::split::class_counts;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use torchlight_tensor::seed::Rng;
@@ -60,4 +59,16 @@ impl<D: Dataset + ?Sized> Dataset for Subset<D> {
             self.indices.get(index).ok_or(DataError::IndexOutOfRange { index, len: self.indices.len() })?;
         self.dataset.get(inner, rng)
     }
+}
+
+/// The number of samples per label among `indices` (`labels[i]` is sample `i`'s label), to
+/// spot class imbalance in a split. Labels are keys in ascending order; labels with no sample
+/// among `indices` are absent.
+pub fn class_counts(labels: &[i64], indices: &[usize]) -> Result<BTreeMap<i64, usize>> {
+    let mut counts = BTreeMap::new();
+    for &index in indices {
+        let &label = labels.get(index).ok_or(DataError::IndexOutOfRange { index, len: labels.len() })?;
+        *counts.entry(label).or_insert(0) += 1;
+    }
+    Ok(counts)
 }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 use torchlight_tensor::seed::{rng_from_seed, sample_seed};
 
 /// A sample left out under [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip).
@@ -30,6 +31,22 @@ pub(crate) struct Shared<D, C> {
     /// The current epoch's generation; a batch of another generation is abandoned between
     /// samples, which is how dropping an epoch (or the loader) stops work promptly.
     pub generation: AtomicU64,
+}
+
+/// What a loader hands each of its epochs: the state its threads share, the worker settings,
+/// and the pool kept between epochs under `persistent_workers`. The loader owns it; an epoch
+/// borrows it mutably while it runs.
+pub(crate) struct Workers<D: Dataset, C: Collate<D::Item>> {
+    /// Declared first so that it drops (joining the workers) before anything else.
+    pub persistent_pool: Option<WorkerPool<D, C>>,
+    pub shared: Arc<Shared<D, C>>,
+    pub num_workers: usize,
+    /// Batches in flight per worker.
+    pub prefetch: usize,
+    /// Keep the pool between epochs (`persistent_workers`).
+    pub persistent: bool,
+    pub pin_memory: bool,
+    pub timeout: Option<Duration>,
 }
 
 /// One batch to load: its position `seq` in epoch `epoch` and its dataset indices.

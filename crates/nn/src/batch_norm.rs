@@ -1,8 +1,8 @@
 //! `BatchNorm2d` (`torch.nn.BatchNorm2d`), with running statistics and `num_batches_tracked`.
 
-use crate::module::{Module, OwnTensor, Role};
-use std::any::Any;
-use tch::{Device, Kind, Tensor};
+use crate::module::Module;
+use crate::options::LayerOptions;
+use tch::{Kind, Tensor};
 use torchlight_tensor::no_grad;
 
 /// Options of a [`BatchNorm2d`], with PyTorch's defaults.
@@ -30,30 +30,44 @@ impl Default for BatchNormConfig {
 /// In training (`forward_t(.., true)`) it normalises with the batch's statistics and, when
 /// tracking, updates `running_mean` / `running_var` (unbiased) and increments
 /// `num_batches_tracked`; in evaluation it uses the running statistics and changes nothing.
-#[derive(Debug)]
+#[derive(Debug, Module)]
 pub struct BatchNorm2d {
     /// `[C]` scale, when affine.
+    #[param]
     pub weight: Option<Tensor>,
     /// `[C]` shift, when affine.
+    #[param]
     pub bias: Option<Tensor>,
     /// `[C]` running mean, when tracking.
+    #[buffer]
     pub running_mean: Option<Tensor>,
     /// `[C]` running variance, when tracking.
+    #[buffer]
     pub running_var: Option<Tensor>,
     /// Scalar int64 count of training batches seen, when tracking.
+    #[buffer]
     pub num_batches_tracked: Option<Tensor>,
     /// eps, momentum, affine, tracking.
+    #[module(skip)]
     pub config: BatchNormConfig,
 }
 
 impl BatchNorm2d {
-    /// A layer over `num_features` channels: weight 1, bias 0, running mean 0, variance 1.
+    /// A float32 CPU layer over `num_features` channels: weight 1, bias 0, running mean 0,
+    /// variance 1.
     pub fn new(num_features: i64, config: BatchNormConfig) -> Self {
-        let opts = (Kind::Float, Device::Cpu);
+        Self::new_on(num_features, config, LayerOptions::default())
+    }
+
+    /// The layer with its tensors created in `options`' dtype on its device
+    /// (`num_batches_tracked` stays int64), initialised unless skipped.
+    pub fn new_on(num_features: i64, config: BatchNormConfig, options: impl Into<LayerOptions>) -> Self {
+        let o = options.into();
+        let n = [num_features];
         let (weight, bias) = if config.affine {
             (
-                Some(Tensor::ones([num_features], opts).set_requires_grad(true)),
-                Some(Tensor::zeros([num_features], opts).set_requires_grad(true)),
+                Some(o.full(&n, 1.0, o.kind).set_requires_grad(true)),
+                Some(o.full(&n, 0.0, o.kind).set_requires_grad(true)),
             )
         } else {
             (None, None)
@@ -62,9 +76,9 @@ impl BatchNorm2d {
         BatchNorm2d {
             weight,
             bias,
-            running_mean: track.then(|| Tensor::zeros([num_features], opts)),
-            running_var: track.then(|| Tensor::ones([num_features], opts)),
-            num_batches_tracked: track.then(|| Tensor::zeros([], (Kind::Int64, Device::Cpu))),
+            running_mean: track.then(|| o.full(&n, 0.0, o.kind)),
+            running_var: track.then(|| o.full(&n, 1.0, o.kind)),
+            num_batches_tracked: track.then(|| o.full(&[], 0.0, Kind::Int64)),
             config,
         }
     }
@@ -94,27 +108,5 @@ impl tch::nn::ModuleT for BatchNorm2d {
             self.config.eps,
             true,
         )
-    }
-}
-
-impl Module for BatchNorm2d {
-    fn kind(&self) -> &'static str {
-        "BatchNorm2d"
-    }
-    fn own_tensors(&self) -> Vec<OwnTensor<'_>> {
-        let slots = [
-            ("weight", &self.weight, Role::Parameter),
-            ("bias", &self.bias, Role::Parameter),
-            ("running_mean", &self.running_mean, Role::Buffer),
-            ("running_var", &self.running_var, Role::Buffer),
-            ("num_batches_tracked", &self.num_batches_tracked, Role::Buffer),
-        ];
-        slots
-            .into_iter()
-            .filter_map(|(name, t, role)| t.as_ref().map(|tensor| OwnTensor { name, tensor, role }))
-            .collect()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

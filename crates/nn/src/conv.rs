@@ -1,9 +1,9 @@
 //! `Conv2d` (`torch.nn.Conv2d`, zero padding).
 
 use crate::init::{kaiming_uniform_, uniform_, FanMode, Nonlinearity};
-use crate::module::{weight_and_bias, Module, OwnTensor};
-use std::any::Any;
-use tch::{Device, Kind, Tensor};
+use crate::module::Module;
+use crate::options::LayerOptions;
+use tch::Tensor;
 
 /// Options of a [`Conv2d`], with PyTorch's defaults (stride 1, padding 0, dilation 1,
 /// groups 1, bias on).
@@ -56,40 +56,55 @@ impl Conv2dConfig {
 }
 
 /// A 2-D convolution. Input `[N, C_in, H, W]`, output `[N, C_out, H_out, W_out]`.
-#[derive(Debug)]
+#[derive(Debug, Module)]
 pub struct Conv2d {
     /// `[C_out, C_in / groups, kH, kW]`.
+    #[param]
     pub weight: Tensor,
     /// `[C_out]`, when the layer has a bias.
+    #[param]
     pub bias: Option<Tensor>,
     /// Stride, padding, dilation, groups.
+    #[module(skip)]
     pub config: Conv2dConfig,
 }
 
 impl Conv2d {
-    /// A square-kernel convolution initialised as PyTorch does (weight kaiming-uniform with
-    /// `a = sqrt(5)`, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
+    /// A float32 CPU square-kernel convolution initialised as PyTorch does (weight
+    /// kaiming-uniform with `a = sqrt(5)`, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
     ///
     /// # Panics
     /// When `in_channels` or `out_channels` does not divide by `config.groups`.
     pub fn new(in_channels: i64, out_channels: i64, kernel_size: i64, config: Conv2dConfig) -> Self {
+        Self::new_on(in_channels, out_channels, kernel_size, config, LayerOptions::default())
+    }
+
+    /// The convolution with its tensors created in `options`' dtype on its device,
+    /// initialised unless skipped.
+    ///
+    /// # Panics
+    /// When `in_channels` or `out_channels` does not divide by `config.groups`.
+    pub fn new_on(
+        in_channels: i64,
+        out_channels: i64,
+        kernel_size: i64,
+        config: Conv2dConfig,
+        options: impl Into<LayerOptions>,
+    ) -> Self {
         assert!(
             config.groups > 0 && in_channels % config.groups == 0 && out_channels % config.groups == 0,
             "Conv2d: in_channels {in_channels} and out_channels {out_channels} must divide by groups {}",
             config.groups
         );
-        let weight = Tensor::empty(
-            [out_channels, in_channels / config.groups, kernel_size, kernel_size],
-            (Kind::Float, Device::Cpu),
-        );
-        kaiming_uniform_(&weight, FanMode::FanIn, Nonlinearity::LeakyRelu(5f64.sqrt()));
-        let fan_in = (in_channels / config.groups * kernel_size * kernel_size) as f64;
-        let bias = config.bias.then(|| {
-            let b = Tensor::empty([out_channels], (Kind::Float, Device::Cpu));
-            uniform_(&b, -1.0 / fan_in.sqrt(), 1.0 / fan_in.sqrt());
-            b.set_requires_grad(true)
+        let o = options.into();
+        let weight = o.param(&[out_channels, in_channels / config.groups, kernel_size, kernel_size], |w| {
+            kaiming_uniform_(w, FanMode::FanIn, Nonlinearity::LeakyRelu(5f64.sqrt()))
         });
-        Conv2d { weight: weight.set_requires_grad(true), bias, config }
+        let fan_in = (in_channels / config.groups * kernel_size * kernel_size) as f64;
+        let bias = config
+            .bias
+            .then(|| o.param(&[out_channels], |b| uniform_(b, -1.0 / fan_in.sqrt(), 1.0 / fan_in.sqrt())));
+        Conv2d { weight, bias, config }
     }
 }
 
@@ -97,17 +112,5 @@ impl tch::nn::ModuleT for Conv2d {
     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
         let c = &self.config;
         xs.conv2d(&self.weight, self.bias.as_ref(), c.stride, c.padding, c.dilation, c.groups)
-    }
-}
-
-impl Module for Conv2d {
-    fn kind(&self) -> &'static str {
-        "Conv2d"
-    }
-    fn own_tensors(&self) -> Vec<OwnTensor<'_>> {
-        weight_and_bias(&self.weight, self.bias.as_ref())
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

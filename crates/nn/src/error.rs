@@ -50,6 +50,16 @@ pub enum NnError {
         /// The number of classes (the logits' dim 1).
         num_classes: i64,
     },
+    /// A child name given at run time that cannot be a state_dict path segment.
+    #[error("{container}: child name \"{name}\" {reason}")]
+    ModuleName {
+        /// The container (`Sequential`, `ModuleDict`).
+        container: &'static str,
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// Tensors of shapes that cannot go together.
     #[error("{what}: {detail}")]
     Shape {

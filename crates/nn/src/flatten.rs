@@ -1,17 +1,18 @@
 //! `Flatten` and `Identity`.
 
 use crate::module::Module;
-use std::any::Any;
 use tch::Tensor;
 
 /// `torch.nn.Flatten`: merges dims `start_dim..=end_dim` (default `1..=-1`: `[N, ...]` ->
 /// `[N, rest]`). Uses `flatten`, never a view built from sizes read in Rust, so a traced model
 /// keeps a dynamic batch axis.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Module)]
 pub struct Flatten {
     /// First dim to merge (default 1).
+    #[module(skip)]
     pub start_dim: i64,
     /// Last dim to merge (default -1).
+    #[module(skip)]
     pub end_dim: i64,
 }
 
@@ -27,30 +28,12 @@ impl tch::nn::ModuleT for Flatten {
     }
 }
 
-impl Module for Flatten {
-    fn kind(&self) -> &'static str {
-        "Flatten"
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
 /// `torch.nn.Identity`: returns its input (a placeholder head, e.g. for feature extraction).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Module)]
 pub struct Identity;
 
 impl tch::nn::ModuleT for Identity {
     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
         xs.shallow_clone()
-    }
-}
-
-impl Module for Identity {
-    fn kind(&self) -> &'static str {
-        "Identity"
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -189,3 +189,46 @@ impl BCEWithLogitsLoss {
         ))
     }
 }
+
+/// `torch.nn.L1Loss`: absolute error.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct L1Loss {
+    /// Reduction (default mean).
+    pub reduction: Reduction,
+}
+
+impl L1Loss {
+    /// The loss of `input` against `target` (same shape).
+    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
+        same_shape("L1Loss", input, target)?;
+        Ok(input.l1_loss(target, self.reduction.into()))
+    }
+}
+
+/// `torch.nn.HuberLoss`: quadratic for errors below `delta` (default 1.0), linear above.
+#[derive(Debug, Clone, Copy)]
+pub struct HuberLoss {
+    /// Reduction (default mean).
+    pub reduction: Reduction,
+    /// Where the loss turns from quadratic to linear; must be positive.
+    pub delta: f64,
+}
+
+impl Default for HuberLoss {
+    fn default() -> Self {
+        HuberLoss { reduction: Reduction::default(), delta: 1.0 }
+    }
+}
+
+impl HuberLoss {
+    /// Huber loss with threshold `delta`.
+    pub fn new(delta: f64) -> Self {
+        HuberLoss { delta, ..Self::default() }
+    }
+
+    /// The loss of `input` against `target` (same shape).
+    pub fn forward(&self, input: &Tensor, target: &Tensor) -> Result<Tensor> {
+        same_shape("HuberLoss", input, target)?;
+        Ok(input.huber_loss(target, self.reduction.into(), self.delta))
+    }
+}

@@ -5,8 +5,14 @@
 //! cannot happen silently. `Module` adds what PyTorch's `nn.Module` offers for inspection:
 //! named children, named parameters and buffers whose paths are `state_dict` keys.
 
+use crate::error::{NnError, Result};
 use std::any::Any;
+use std::borrow::Cow;
 use tch::Tensor;
+
+/// `#[derive(Module)]`: the [`Module`] structure of a struct from its fields (the crate
+/// documentation shows it in use; the attributes are described on the macro).
+pub use torchlight_derive::Module;
 
 /// Whether a tensor is learned (`nn.Parameter`) or state (`register_buffer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,8 +26,9 @@ pub enum Role {
 /// A named tensor of a module, as listed by [`Module::own_tensors`].
 #[derive(Debug)]
 pub struct OwnTensor<'a> {
-    /// The name within its module (`weight`, `running_mean`, ...).
-    pub name: &'static str,
+    /// The name within its module (`weight`, `running_mean`, ...): a `&'static str` for a
+    /// field, or built at run time (a tch `VarStore`'s paths).
+    pub name: Cow<'static, str>,
     /// The tensor itself.
     pub tensor: &'a Tensor,
     /// Parameter or buffer.
@@ -32,7 +39,13 @@ pub struct OwnTensor<'a> {
 ///
 /// Implementors list their own tensors and their direct children; everything else
 /// (`named_parameters`, `state_dict`, freezing, initialisation, summaries) is derived from
-/// those two lists by the functions in this crate.
+/// those two lists by the functions in this crate. `#[derive(Module)]` writes the
+/// implementation from a struct's fields (see the crate documentation).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a torchlight `Module`",
+    label = "not a `Module`",
+    note = "derive it with `#[derive(Module)]` (and write `impl ModuleT` for its forward pass)"
+)]
 pub trait Module: tch::nn::ModuleT + Any {
     /// The layer's kind in PyTorch's vocabulary (`"Conv2d"`, `"BatchNorm2d"`, `"ResNet"`).
     fn kind(&self) -> &'static str;
@@ -56,13 +69,58 @@ pub trait Module: tch::nn::ModuleT + Any {
     fn as_any(&self) -> &dyn Any;
 }
 
-/// The `weight` and optional `bias` parameters of a layer, for [`Module::own_tensors`].
-pub(crate) fn weight_and_bias<'a>(weight: &'a Tensor, bias: Option<&'a Tensor>) -> Vec<OwnTensor<'a>> {
-    let mut v = vec![OwnTensor { name: "weight", tensor: weight, role: Role::Parameter }];
-    if let Some(b) = bias {
-        v.push(OwnTensor { name: "bias", tensor: b, role: Role::Parameter });
+/// A boxed module is a module: containers hold `Box<dyn Module>`, and downcasts through
+/// [`Module::as_any`] see the boxed type.
+impl tch::nn::ModuleT for Box<dyn Module> {
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        (**self).forward_t(xs, train)
     }
-    v
+}
+
+impl Module for Box<dyn Module> {
+    fn kind(&self) -> &'static str {
+        (**self).kind()
+    }
+    fn own_tensors(&self) -> Vec<OwnTensor<'_>> {
+        (**self).own_tensors()
+    }
+    fn children(&self) -> Vec<(String, &dyn Module)> {
+        (**self).children()
+    }
+    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
+        (**self).children_mut()
+    }
+    fn as_any(&self) -> &dyn Any {
+        (**self).as_any()
+    }
+}
+
+/// Checks a child name given at run time (to `Sequential`, `ModuleDict`): non-empty, free of
+/// `.` (the separator of state_dict keys) and not already taken, as PyTorch's `add_module`.
+pub(crate) fn check_child_name<'a>(
+    container: &'static str,
+    name: &str,
+    mut taken: impl Iterator<Item = &'a str>,
+) -> Result<()> {
+    let reason = if name.is_empty() {
+        "is empty"
+    } else if name.contains('.') {
+        "contains `.`, the separator of state_dict keys"
+    } else if taken.any(|t| t == name) {
+        "is already taken"
+    } else {
+        return Ok(());
+    };
+    Err(NnError::ModuleName { container, name: name.to_string(), reason })
+}
+
+/// Applies `modules` one after the other (the forward pass of the containers).
+pub(crate) fn forward_in_order<'a>(
+    modules: impl Iterator<Item = &'a dyn Module>,
+    xs: &Tensor,
+    train: bool,
+) -> Tensor {
+    modules.fold(xs.shallow_clone(), |out, m| m.forward_t(&out, train))
 }
 
 /// Joins a prefix and a name with `.`, as PyTorch's state_dict keys are formed.
@@ -93,7 +151,7 @@ pub fn named_tensors(module: &dyn Module) -> Vec<(String, Tensor, Role)> {
     let mut out = Vec::new();
     visit_modules(module, &mut |path, m| {
         for t in m.own_tensors() {
-            out.push((join(path, t.name), t.tensor.shallow_clone(), t.role));
+            out.push((join(path, &t.name), t.tensor.shallow_clone(), t.role));
         }
     });
     out

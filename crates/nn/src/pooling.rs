@@ -1,21 +1,25 @@
 //! Pooling layers: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d`.
 
 use crate::module::Module;
-use std::any::Any;
 use tch::Tensor;
 
 /// `torch.nn.MaxPool2d`. Input `[N, C, H, W]`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Module)]
 pub struct MaxPool2d {
     /// Window size.
+    #[module(skip)]
     pub kernel_size: [i64; 2],
     /// Step between windows (PyTorch's default: the kernel size).
+    #[module(skip)]
     pub stride: [i64; 2],
     /// Implicit negative-infinity padding.
+    #[module(skip)]
     pub padding: [i64; 2],
     /// Spacing inside the window.
+    #[module(skip)]
     pub dilation: [i64; 2],
     /// Round the output size up instead of down.
+    #[module(skip)]
     pub ceil_mode: bool,
 }
 
@@ -38,27 +42,23 @@ impl tch::nn::ModuleT for MaxPool2d {
     }
 }
 
-impl Module for MaxPool2d {
-    fn kind(&self) -> &'static str {
-        "MaxPool2d"
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
 /// `torch.nn.AvgPool2d`. Input `[N, C, H, W]`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Module)]
 pub struct AvgPool2d {
     /// Window size.
+    #[module(skip)]
     pub kernel_size: [i64; 2],
     /// Step between windows.
+    #[module(skip)]
     pub stride: [i64; 2],
     /// Implicit zero padding.
+    #[module(skip)]
     pub padding: [i64; 2],
     /// Round the output size up instead of down.
+    #[module(skip)]
     pub ceil_mode: bool,
     /// Count padded zeros in the average (PyTorch's default: true).
+    #[module(skip)]
     pub count_include_pad: bool,
 }
 
@@ -88,33 +88,16 @@ impl tch::nn::ModuleT for AvgPool2d {
     }
 }
 
-impl Module for AvgPool2d {
-    fn kind(&self) -> &'static str {
-        "AvgPool2d"
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
 /// `torch.nn.AdaptiveAvgPool2d`: average-pools `[N, C, H, W]` to `[N, C, out_h, out_w]`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Module)]
 pub struct AdaptiveAvgPool2d {
     /// `(out_h, out_w)`; `(1, 1)` is global average pooling.
+    #[module(skip)]
     pub output_size: [i64; 2],
 }
 
 impl tch::nn::ModuleT for AdaptiveAvgPool2d {
     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
         xs.adaptive_avg_pool2d(self.output_size)
-    }
-}
-
-impl Module for AdaptiveAvgPool2d {
-    fn kind(&self) -> &'static str {
-        "AdaptiveAvgPool2d"
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -6,37 +6,35 @@ use crate::batch_norm::{BatchNorm2d, BatchNormConfig};
 use crate::conv::{Conv2d, Conv2dConfig};
 use crate::init::{constant_, kaiming_normal_, FanMode, Nonlinearity};
 use crate::linear::Linear;
-use crate::module::{visit_modules, Module, OwnTensor};
+use crate::module::{visit_modules, Module};
+use crate::options::LayerOptions;
 use crate::pooling::{AdaptiveAvgPool2d, MaxPool2d};
 use crate::sequential::Sequential;
-use std::any::Any;
 use tch::nn::ModuleT;
 use tch::Tensor;
 
-fn conv3x3(in_planes: i64, out_planes: i64, stride: i64) -> Conv2d {
-    Conv2d::new(
-        in_planes,
-        out_planes,
-        3,
-        Conv2dConfig::default().with_stride(stride).with_padding(1).with_bias(false),
-    )
+fn conv3x3(in_planes: i64, out_planes: i64, stride: i64, o: LayerOptions) -> Conv2d {
+    let config = Conv2dConfig::default().with_stride(stride).with_padding(1).with_bias(false);
+    Conv2d::new_on(in_planes, out_planes, 3, config, o)
 }
 
-fn conv1x1(in_planes: i64, out_planes: i64, stride: i64) -> Conv2d {
-    Conv2d::new(in_planes, out_planes, 1, Conv2dConfig::default().with_stride(stride).with_bias(false))
+fn conv1x1(in_planes: i64, out_planes: i64, stride: i64, o: LayerOptions) -> Conv2d {
+    Conv2d::new_on(in_planes, out_planes, 1, Conv2dConfig::default().with_stride(stride).with_bias(false), o)
 }
 
-fn bn(planes: i64) -> BatchNorm2d {
-    BatchNorm2d::new(planes, BatchNormConfig::default())
+fn bn(planes: i64, o: LayerOptions) -> BatchNorm2d {
+    BatchNorm2d::new_on(planes, BatchNormConfig::default(), o)
 }
 
 /// The residual block of resnet18/34: two 3x3 convolutions (`expansion` 1).
-#[derive(Debug)]
+#[derive(Debug, Module)]
 pub struct BasicBlock {
     /// 3x3, carries the block's stride.
     pub conv1: Conv2d,
     /// After `conv1`.
     pub bn1: BatchNorm2d,
+    /// The ReLU after `bn1` and after the sum (stateless; listed where torchvision registers it).
+    pub relu: ReLU,
     /// 3x3.
     pub conv2: Conv2d,
     /// After `conv2`.
@@ -47,7 +45,7 @@ pub struct BasicBlock {
 
 /// The residual block of resnet50/101/152: 1x1, 3x3 (with the stride, as torchvision's
 /// "ResNet v1.5"), 1x1 expanding by 4.
-#[derive(Debug)]
+#[derive(Debug, Module)]
 pub struct Bottleneck {
     /// 1x1 reduce.
     pub conv1: Conv2d,
@@ -61,6 +59,8 @@ pub struct Bottleneck {
     pub conv3: Conv2d,
     /// After `conv3`.
     pub bn3: BatchNorm2d,
+    /// The ReLUs (stateless; listed where torchvision registers it).
+    pub relu: ReLU,
     /// 1x1 conv + BN on the shortcut when the shape changes.
     pub downsample: Option<Sequential>,
 }
@@ -89,39 +89,6 @@ impl ModuleT for Bottleneck {
     }
 }
 
-const RELU: ReLU = ReLU;
-
-macro_rules! block_module {
-    ($name:ident, [$($field:ident),*]) => {
-        impl Module for $name {
-            fn kind(&self) -> &'static str {
-                stringify!($name)
-            }
-            fn children(&self) -> Vec<(String, &dyn Module)> {
-                let mut v: Vec<(String, &dyn Module)> = vec![$((stringify!($field).to_string(), &self.$field as &dyn Module)),*];
-                v.push(("relu".to_string(), &RELU));
-                if let Some(d) = &self.downsample {
-                    v.push(("downsample".to_string(), d));
-                }
-                v
-            }
-            fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-                let mut v: Vec<(String, &mut dyn Module)> = vec![$((stringify!($field).to_string(), &mut self.$field as &mut dyn Module)),*];
-                if let Some(d) = &mut self.downsample {
-                    v.push(("downsample".to_string(), d));
-                }
-                v
-            }
-            fn as_any(&self) -> &dyn Any {
-                self
-            }
-        }
-    };
-}
-
-block_module!(BasicBlock, [conv1, bn1, conv2, bn2]);
-block_module!(Bottleneck, [conv1, bn1, conv2, bn2, conv3, bn3]);
-
 /// Which residual block a ResNet stacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlockKind {
@@ -144,12 +111,14 @@ impl BlockKind {
 /// `torchvision.models.ResNet`. Input `[N, 3, H, W]` (H, W >= 32), output logits
 /// `[N, num_classes]`. State-dict keys are torchvision's (`conv1.weight`,
 /// `layer1.0.bn1.running_mean`, `layer2.0.downsample.0.weight`, `fc.bias`, ...).
-#[derive(Debug)]
+#[derive(Debug, Module)]
 pub struct ResNet {
     /// 7x7 stride-2 stem convolution.
     pub conv1: Conv2d,
     /// After `conv1`.
     pub bn1: BatchNorm2d,
+    /// After `bn1` (stateless).
+    pub relu: ReLU,
     /// 3x3 stride-2 max pool.
     pub maxpool: MaxPool2d,
     /// Stage 1 (64 planes).
@@ -165,14 +134,40 @@ pub struct ResNet {
     /// The classification head; replace it with [`ResNet::replace_fc`] for transfer learning.
     pub fc: Linear,
     /// The block kind, for reference.
+    #[module(skip)]
     pub block: BlockKind,
 }
 
 impl ResNet {
-    /// A ResNet with `layers[i]` blocks in stage `i`, initialised as torchvision does
-    /// (convolutions kaiming-normal fan-out ReLU, BatchNorm weight 1 and bias 0, the head with
-    /// Linear's default).
+    /// A float32 CPU ResNet with `layers[i]` blocks in stage `i`, initialised as torchvision
+    /// does (convolutions kaiming-normal fan-out ReLU, BatchNorm weight 1 and bias 0, the head
+    /// with Linear's default), drawing from torch's generator in torchvision's order, so a
+    /// seeded build equals torchvision's seeded build.
     pub fn new(block: BlockKind, layers: [usize; 4], num_classes: i64) -> Self {
+        Self::new_on(block, layers, num_classes, LayerOptions::default())
+    }
+
+    /// The ResNet with every tensor created once, in `options`' dtype on its device
+    /// (`resnet50(device=..., dtype=...)` where torchvision has it). With
+    /// [`LayerOptions::skip_init`] no initialiser runs at all: the model is only storage for
+    /// weights loaded right after.
+    pub fn new_on(
+        block: BlockKind,
+        layers: [usize; 4],
+        num_classes: i64,
+        options: impl Into<LayerOptions>,
+    ) -> Self {
+        let o = options.into();
+        // torchvision's construction order, which is the order random init draws in: the stem,
+        // then each stage (a block's downsample before its convolutions), then the head.
+        let conv1 = Conv2d::new_on(
+            3,
+            64,
+            7,
+            Conv2dConfig::default().with_stride(2).with_padding(3).with_bias(false),
+            o,
+        );
+        let bn1 = bn(64, o);
         let mut inplanes = 64;
         let mut stage = |planes: i64, blocks: usize, stride: i64| {
             let mut seq = Sequential::new();
@@ -180,22 +175,24 @@ impl ResNet {
                 let s = if i == 0 { stride } else { 1 };
                 let out = planes * block.expansion();
                 let downsample = (s != 1 || inplanes != out)
-                    .then(|| Sequential::new().add(conv1x1(inplanes, out, s)).add(bn(out)));
+                    .then(|| Sequential::new().add(conv1x1(inplanes, out, s, o)).add(bn(out, o)));
                 seq = match block {
                     BlockKind::Basic => seq.add(BasicBlock {
-                        conv1: conv3x3(inplanes, planes, s),
-                        bn1: bn(planes),
-                        conv2: conv3x3(planes, planes, 1),
-                        bn2: bn(planes),
+                        conv1: conv3x3(inplanes, planes, s, o),
+                        bn1: bn(planes, o),
+                        relu: ReLU,
+                        conv2: conv3x3(planes, planes, 1, o),
+                        bn2: bn(planes, o),
                         downsample,
                     }),
                     BlockKind::Bottleneck => seq.add(Bottleneck {
-                        conv1: conv1x1(inplanes, planes, 1),
-                        bn1: bn(planes),
-                        conv2: conv3x3(planes, planes, s),
-                        bn2: bn(planes),
-                        conv3: conv1x1(planes, out, 1),
-                        bn3: bn(out),
+                        conv1: conv1x1(inplanes, planes, 1, o),
+                        bn1: bn(planes, o),
+                        conv2: conv3x3(planes, planes, s, o),
+                        bn2: bn(planes, o),
+                        conv3: conv1x1(planes, out, 1, o),
+                        bn3: bn(out, o),
+                        relu: ReLU,
                         downsample,
                     }),
                 };
@@ -203,46 +200,41 @@ impl ResNet {
             }
             seq
         };
-        let (layer1, layer2, layer3, layer4) = (
-            stage(64, layers[0], 1),
-            stage(128, layers[1], 2),
-            stage(256, layers[2], 2),
-            stage(512, layers[3], 2),
-        );
+        let layer1 = stage(64, layers[0], 1);
+        let layer2 = stage(128, layers[1], 2);
+        let layer3 = stage(256, layers[2], 2);
+        let layer4 = stage(512, layers[3], 2);
         let model = ResNet {
-            conv1: Conv2d::new(
-                3,
-                64,
-                7,
-                Conv2dConfig::default().with_stride(2).with_padding(3).with_bias(false),
-            ),
-            bn1: bn(64),
+            conv1,
+            bn1,
+            relu: ReLU,
             maxpool: MaxPool2d::new(3, 2, 1),
             layer1,
             layer2,
             layer3,
             layer4,
             avgpool: AdaptiveAvgPool2d { output_size: [1, 1] },
-            fc: Linear::new(512 * block.expansion(), num_classes, true),
+            fc: Linear::new_on(512 * block.expansion(), num_classes, true, o),
             block,
         };
-        visit_modules(&model, &mut |_, m| {
-            if let Some(conv) = m.as_any().downcast_ref::<Conv2d>() {
-                kaiming_normal_(&conv.weight, FanMode::FanOut, Nonlinearity::Relu);
-            } else if let Some(norm) = m.as_any().downcast_ref::<BatchNorm2d>() {
-                norm.weight.iter().for_each(|w| constant_(w, 1.0));
-                norm.bias.iter().for_each(|b| constant_(b, 0.0));
-            }
-        });
+        if o.init {
+            visit_modules(&model, &mut |_, m| {
+                if let Some(conv) = m.as_any().downcast_ref::<Conv2d>() {
+                    kaiming_normal_(&conv.weight, FanMode::FanOut, Nonlinearity::Relu);
+                } else if let Some(norm) = m.as_any().downcast_ref::<BatchNorm2d>() {
+                    norm.weight.iter().for_each(|w| constant_(w, 1.0));
+                    norm.bias.iter().for_each(|b| constant_(b, 0.0));
+                }
+            });
+        }
         model
     }
 
     /// Replaces the head with a fresh `Linear(in_features, num_classes)` (PyTorch's default
     /// init) and returns the old one: `model.fc = nn.Linear(model.fc.in_features, n)`.
     pub fn replace_fc(&mut self, num_classes: i64) -> Linear {
-        let device = self.fc.weight.device();
-        let fresh = Linear::new(self.fc.in_features(), num_classes, true);
-        crate::module::to_device(&fresh, device);
+        let w = &self.fc.weight;
+        let fresh = Linear::new_on(self.fc.in_features(), num_classes, true, (w.kind(), w.device()));
         std::mem::replace(&mut self.fc, fresh)
     }
 
@@ -264,79 +256,46 @@ impl ModuleT for ResNet {
     }
 }
 
-impl Module for ResNet {
-    fn kind(&self) -> &'static str {
-        "ResNet"
-    }
-    fn own_tensors(&self) -> Vec<OwnTensor<'_>> {
-        Vec::new()
-    }
-    fn children(&self) -> Vec<(String, &dyn Module)> {
-        vec![
-            ("conv1".into(), &self.conv1),
-            ("bn1".into(), &self.bn1),
-            ("relu".into(), &RELU),
-            ("maxpool".into(), &self.maxpool),
-            ("layer1".into(), &self.layer1),
-            ("layer2".into(), &self.layer2),
-            ("layer3".into(), &self.layer3),
-            ("layer4".into(), &self.layer4),
-            ("avgpool".into(), &self.avgpool),
-            ("fc".into(), &self.fc),
-        ]
-    }
-    fn children_mut(&mut self) -> Vec<(String, &mut dyn Module)> {
-        vec![
-            ("conv1".into(), &mut self.conv1),
-            ("bn1".into(), &mut self.bn1),
-            ("maxpool".into(), &mut self.maxpool),
-            ("layer1".into(), &mut self.layer1),
-            ("layer2".into(), &mut self.layer2),
-            ("layer3".into(), &mut self.layer3),
-            ("layer4".into(), &mut self.layer4),
-            ("avgpool".into(), &mut self.avgpool),
-            ("fc".into(), &mut self.fc),
-        ]
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+/// The ResNet family's names and their (block, stage depths).
+const FAMILY: [(&str, BlockKind, [usize; 4]); 5] = [
+    ("resnet18", BlockKind::Basic, [2, 2, 2, 2]),
+    ("resnet34", BlockKind::Basic, [3, 4, 6, 3]),
+    ("resnet50", BlockKind::Bottleneck, [3, 4, 6, 3]),
+    ("resnet101", BlockKind::Bottleneck, [3, 4, 23, 3]),
+    ("resnet152", BlockKind::Bottleneck, [3, 8, 36, 3]),
+];
+
+macro_rules! family {
+    ($($name:ident, $name_on:ident, $index:literal, $doc:literal;)*) => {$(
+        #[doc = $doc]
+        pub fn $name(num_classes: i64) -> ResNet {
+            $name_on(num_classes, LayerOptions::default())
+        }
+
+        #[doc = concat!("[`", stringify!($name), "`] with its tensors created in `options`' dtype on its device ")]
+        #[doc = "(uninitialised with [`LayerOptions::skip_init`], for loading weights right after)."]
+        pub fn $name_on(num_classes: i64, options: impl Into<LayerOptions>) -> ResNet {
+            let (_, block, layers) = FAMILY[$index];
+            ResNet::new_on(block, layers, num_classes, options)
+        }
+    )*};
 }
 
-/// `torchvision.models.resnet18(num_classes=...)`: BasicBlock, [2, 2, 2, 2], 11.7M parameters
-/// at 1000 classes.
-pub fn resnet18(num_classes: i64) -> ResNet {
-    ResNet::new(BlockKind::Basic, [2, 2, 2, 2], num_classes)
-}
-
-/// `torchvision.models.resnet34`: BasicBlock, [3, 4, 6, 3], 21.8M parameters.
-pub fn resnet34(num_classes: i64) -> ResNet {
-    ResNet::new(BlockKind::Basic, [3, 4, 6, 3], num_classes)
-}
-
-/// `torchvision.models.resnet50`: Bottleneck, [3, 4, 6, 3], 25.6M parameters.
-pub fn resnet50(num_classes: i64) -> ResNet {
-    ResNet::new(BlockKind::Bottleneck, [3, 4, 6, 3], num_classes)
-}
-
-/// `torchvision.models.resnet101`: Bottleneck, [3, 4, 23, 3], 44.5M parameters.
-pub fn resnet101(num_classes: i64) -> ResNet {
-    ResNet::new(BlockKind::Bottleneck, [3, 4, 23, 3], num_classes)
-}
-
-/// `torchvision.models.resnet152`: Bottleneck, [3, 8, 36, 3], 60.2M parameters.
-pub fn resnet152(num_classes: i64) -> ResNet {
-    ResNet::new(BlockKind::Bottleneck, [3, 8, 36, 3], num_classes)
+family! {
+    resnet18, resnet18_on, 0, "`torchvision.models.resnet18(num_classes=...)`: BasicBlock, [2, 2, 2, 2], 11.7M parameters at 1000 classes.";
+    resnet34, resnet34_on, 1, "`torchvision.models.resnet34`: BasicBlock, [3, 4, 6, 3], 21.8M parameters.";
+    resnet50, resnet50_on, 2, "`torchvision.models.resnet50`: Bottleneck, [3, 4, 6, 3], 25.6M parameters.";
+    resnet101, resnet101_on, 3, "`torchvision.models.resnet101`: Bottleneck, [3, 4, 23, 3], 44.5M parameters.";
+    resnet152, resnet152_on, 4, "`torchvision.models.resnet152`: Bottleneck, [3, 8, 36, 3], 60.2M parameters.";
 }
 
 /// A ResNet by torchvision's name (`"resnet18"` ... `"resnet152"`); `None` for other names.
 pub fn resnet_by_name(name: &str, num_classes: i64) -> Option<ResNet> {
-    Some(match name {
-        "resnet18" => resnet18(num_classes),
-        "resnet34" => resnet34(num_classes),
-        "resnet50" => resnet50(num_classes),
-        "resnet101" => resnet101(num_classes),
-        "resnet152" => resnet152(num_classes),
-        _ => return None,
-    })
+    resnet_by_name_on(name, num_classes, LayerOptions::default())
+}
+
+/// [`resnet_by_name`] with its tensors created in `options`' dtype on its device.
+pub fn resnet_by_name_on(name: &str, num_classes: i64, options: impl Into<LayerOptions>) -> Option<ResNet> {
+    let (_, block, layers) = FAMILY.into_iter().find(|(n, _, _)| *n == name)?;
+    Some(ResNet::new_on(block, layers, num_classes, options))
 }

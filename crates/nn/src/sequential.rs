@@ -1,11 +1,13 @@
 //! `Sequential`: named children applied in order.
 
-use crate::module::Module;
+use crate::error::Result;
+use crate::module::{check_child_name, forward_in_order, Module};
 use std::any::Any;
 use tch::Tensor;
 
 /// `torch.nn.Sequential`. Children are named `"0"`, `"1"`, ... unless added with a name
 /// (like an `OrderedDict`), and their tensors' keys follow (`"0.weight"`, `"conv.bias"`).
+/// Names are strings chosen at run time.
 #[derive(Debug, Default)]
 pub struct Sequential {
     layers: Vec<(String, Box<dyn Module>)>,
@@ -18,17 +20,46 @@ impl Sequential {
     }
 
     /// Appends `layer`, named by its position.
+    ///
+    /// # Panics
+    /// When a layer added by name already took that number as its name.
     #[allow(clippy::should_implement_trait)]
     pub fn add(mut self, layer: impl Module) -> Self {
-        let name = self.layers.len().to_string();
-        self.layers.push((name, Box::new(layer)));
+        self.push(layer);
         self
     }
 
     /// Appends `layer` under `name`.
+    ///
+    /// # Panics
+    /// When `name` is empty, contains `.` or is already taken; [`Sequential::push_named`]
+    /// returns that as an error instead.
     pub fn add_named(mut self, name: impl Into<String>, layer: impl Module) -> Self {
-        self.layers.push((name.into(), Box::new(layer)));
+        if let Err(e) = self.push_named(name, layer) {
+            panic!("{e}");
+        }
         self
+    }
+
+    /// Appends `layer`, named by its position.
+    ///
+    /// # Panics
+    /// When a layer added by name already took that number as its name.
+    pub fn push(&mut self, layer: impl Module) {
+        let name = self.layers.len().to_string();
+        self.add_named_boxed(name, Box::new(layer)).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Appends `layer` under `name`; an error naming it when it is empty, contains `.` or is
+    /// already taken.
+    pub fn push_named(&mut self, name: impl Into<String>, layer: impl Module) -> Result<()> {
+        self.add_named_boxed(name.into(), Box::new(layer))
+    }
+
+    fn add_named_boxed(&mut self, name: String, layer: Box<dyn Module>) -> Result<()> {
+        check_child_name("Sequential", &name, self.layers.iter().map(|(n, _)| n.as_str()))?;
+        self.layers.push((name, layer));
+        Ok(())
     }
 
     /// Number of children.
@@ -45,15 +76,21 @@ impl Sequential {
     pub fn get(&self, index: usize) -> Option<&dyn Module> {
         self.layers.get(index).map(|(_, m)| m.as_ref())
     }
+
+    /// The child named `name`.
+    pub fn get_named(&self, name: &str) -> Option<&dyn Module> {
+        self.layers.iter().find(|(n, _)| n == name).map(|(_, m)| m.as_ref())
+    }
+
+    /// The children with their names, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &dyn Module)> {
+        self.layers.iter().map(|(n, m)| (n.as_str(), m.as_ref()))
+    }
 }
 
 impl tch::nn::ModuleT for Sequential {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let mut out = xs.shallow_clone();
-        for (_, layer) in &self.layers {
-            out = layer.forward_t(&out, train);
-        }
-        out
+        forward_in_order(self.layers.iter().map(|(_, m)| m.as_ref()), xs, train)
     }
 }
 

@@ -1,13 +1,8 @@
 //! Adam, with optional decoupled weight decay and AMSGrad (`torch.optim.Adam`); AdamW builds on it.
 
+use crate::core::{AmpArgs, Hyperparameters, OptimizerCore, SavedState, UpdateRule};
 use crate::error::{OptimError, Result};
-use crate::optimizer::{
-    buckets, check_count, check_groups, check_unique, copy_to, found_inf_is_set, step_on, unscale_grads,
-    zero_grad_all, GroupConfig, GroupState, Optimizer, OptimizerMeta, OptimizerState, StateTensors,
-};
-use crate::param_group::ParamGroup;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use tch::{Device, Kind, Tensor};
 use torchlight_tensor::{fused_adam_, FusedAdamArgs};
 
@@ -98,24 +93,44 @@ impl AdamConfig {
     pub fn with_fused(self, fused: bool) -> Self {
         AdamConfig { fused, ..self }
     }
+}
+
+impl Hyperparameters for AdamConfig {
+    const KIND: &'static str = "Adam";
+
+    fn lr(&self) -> f64 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+    /// `betas.0`.
+    fn momentum(&self) -> f64 {
+        self.betas.0
+    }
+    fn set_momentum(&mut self, momentum: f64) {
+        self.betas.0 = momentum;
+    }
+    fn fused(&self) -> bool {
+        self.fused
+    }
 
     /// PyTorch's checks, naming the group and field at fault.
-    pub(crate) fn validate(&self, owner: &str, group: usize) -> Result<()> {
-        let owner = || format!("{owner} param group {group}");
+    fn validate(&self, owner: &str) -> Result<()> {
         if self.lr.is_nan() || self.lr < 0.0 {
-            return Err(OptimError::invalid(owner(), "lr", self.lr, "must be >= 0"));
+            return Err(OptimError::invalid(owner, "lr", self.lr, "must be >= 0"));
         }
         if self.eps.is_nan() || self.eps < 0.0 {
-            return Err(OptimError::invalid(owner(), "eps", self.eps, "must be >= 0"));
+            return Err(OptimError::invalid(owner, "eps", self.eps, "must be >= 0"));
         }
         if !(0.0..1.0).contains(&self.betas.0) {
-            return Err(OptimError::invalid(owner(), "betas.0", self.betas.0, "must be in [0, 1)"));
+            return Err(OptimError::invalid(owner, "betas.0", self.betas.0, "must be in [0, 1)"));
         }
         if !(0.0..1.0).contains(&self.betas.1) {
-            return Err(OptimError::invalid(owner(), "betas.1", self.betas.1, "must be in [0, 1)"));
+            return Err(OptimError::invalid(owner, "betas.1", self.betas.1, "must be in [0, 1)"));
         }
         if self.weight_decay.is_nan() || self.weight_decay < 0.0 {
-            return Err(OptimError::invalid(owner(), "weight_decay", self.weight_decay, "must be >= 0"));
+            return Err(OptimError::invalid(owner, "weight_decay", self.weight_decay, "must be >= 0"));
         }
         Ok(())
     }
@@ -124,11 +139,16 @@ impl AdamConfig {
 /// A parameter's Adam state, as in PyTorch: `step` (float32 scalar), `exp_avg`,
 /// `exp_avg_sq` and with AMSGrad `max_exp_avg_sq`.
 #[derive(Debug)]
-struct AdamState {
-    step: Tensor,
-    exp_avg: Tensor,
-    exp_avg_sq: Tensor,
-    max_exp_avg_sq: Option<Tensor>,
+pub struct AdamState {
+    /// Steps taken, a float32 scalar: on the CPU for the plain path (read there without a
+    /// device sync), on the parameter's device for the fused kernels, as in PyTorch.
+    pub step: Tensor,
+    /// First moment estimate.
+    pub exp_avg: Tensor,
+    /// Second moment estimate.
+    pub exp_avg_sq: Tensor,
+    /// Running maximum of the second moment, with AMSGrad.
+    pub max_exp_avg_sq: Option<Tensor>,
 }
 
 impl AdamState {
@@ -142,6 +162,19 @@ impl AdamState {
     }
 }
 
+/// Moves a step counter where it is needed (once, after a load or a switch of path).
+fn step_on(step: &mut Tensor, device: Device) {
+    if step.device() != device {
+        *step = step.to_device(device);
+    }
+}
+
+/// Adam's per-parameter math, for [`OptimizerCore`]: [`Adam`] is `AdamRule<false>`,
+/// [`AdamW`](crate::AdamW) `AdamRule<true>`, which forces decoupled weight decay on and saves
+/// its state as `AdamW`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AdamRule<const ADAMW: bool>;
+
 /// `torch.optim.Adam` over named parameter groups.
 ///
 /// For each parameter with a gradient `g` (negated when `maximize`), at step `t`:
@@ -151,126 +184,73 @@ impl AdamState {
 /// its own steps, so one unfrozen late starts its bias correction afresh, as in PyTorch.
 /// State tensors: `"<param>.step"`, `"<param>.exp_avg"`, `"<param>.exp_avg_sq"`,
 /// `"<param>.max_exp_avg_sq"`.
-#[derive(Debug)]
-pub struct Adam {
-    name: &'static str,
-    groups: Vec<ParamGroup<AdamConfig>>,
-    state: HashMap<String, AdamState>,
-}
+pub type Adam = OptimizerCore<AdamRule<false>>;
 
-impl Adam {
-    /// An Adam optimizer over `groups`; fails on an invalid hyperparameter or a repeated name.
-    pub fn new(groups: Vec<ParamGroup<AdamConfig>>) -> Result<Self> {
-        Self::named("Adam", groups)
-    }
+impl<const ADAMW: bool> UpdateRule for AdamRule<ADAMW> {
+    type Config = AdamConfig;
+    type State = AdamState;
 
-    pub(crate) fn named(name: &'static str, groups: Vec<ParamGroup<AdamConfig>>) -> Result<Self> {
-        for (i, g) in groups.iter().enumerate() {
-            g.config.validate(name, i)?;
+    fn name(&self) -> &str {
+        if ADAMW {
+            "AdamW"
+        } else {
+            "Adam"
         }
-        check_unique(&groups)?;
-        Ok(Adam { name, groups, state: HashMap::new() })
     }
 
-    /// The param groups.
-    pub fn groups(&self) -> &[ParamGroup<AdamConfig>] {
-        &self.groups
-    }
-
-    /// The config of group `group`, for changing a hyperparameter mid-run.
-    ///
-    /// # Panics
-    /// If `group` is out of range.
-    pub fn config_mut(&mut self, group: usize) -> &mut AdamConfig {
-        &mut self.groups[group].config
-    }
-
-    fn step_impl(&mut self, amp: Option<(Option<&Tensor>, &Tensor)>) -> Result<()> {
-        let _guard = torchlight_tensor::no_grad();
-        let mut skip_plain: Option<bool> = None;
-        for gi in 0..self.groups.len() {
-            let cfg = self.groups[gi].config;
-            let live: Vec<(usize, Tensor)> = self.groups[gi]
-                .params
-                .iter()
-                .enumerate()
-                .map(|(i, (_, p))| (i, p.grad()))
-                .filter(|(_, g)| g.defined())
-                .collect();
-            if live.is_empty() {
-                continue;
-            }
-            if cfg.fused {
-                self.fused_group(gi, &live, amp)?;
-            } else {
-                if let Some((scale, found_inf)) = amp {
-                    let skip = match skip_plain {
-                        Some(skip) => skip,
-                        None => *skip_plain.insert(found_inf_is_set(found_inf)?),
-                    };
-                    if skip {
-                        continue;
-                    }
-                    if let Some(scale) = scale {
-                        unscale_grads(live.iter().map(|(_, g)| g), scale)?;
-                    }
-                }
-                self.plain_group(gi, &live);
-            }
+    fn prepare(&self, config: AdamConfig) -> AdamConfig {
+        if ADAMW {
+            AdamConfig { decoupled_weight_decay: true, ..config }
+        } else {
+            config
         }
-        Ok(())
     }
 
     /// The readable reference: `torch.optim.adam._single_tensor_adam`, op for op.
-    fn plain_group(&mut self, gi: usize, live: &[(usize, Tensor)]) {
-        let cfg = self.groups[gi].config;
+    fn step(&self, cfg: &AdamConfig, p: &Tensor, grad: &Tensor, state: &mut Option<AdamState>) -> Result<()> {
         let (beta1, beta2) = cfg.betas;
-        for (i, grad) in live {
-            let (name, p) = &self.groups[gi].params[*i];
-            let st = self
-                .state
-                .entry(name.clone())
-                .or_insert_with(|| AdamState::zeros(p, Device::Cpu, cfg.amsgrad));
-            step_on(&mut st.step, Device::Cpu);
-            let _ = st.step.g_add_scalar_(1.0);
-            // A CPU scalar: reading it is no device sync.
-            let step = st.step.double_value(&[]);
-            let mut p = p.shallow_clone();
-            let mut grad = if cfg.maximize { -grad } else { grad.shallow_clone() };
-            if cfg.weight_decay != 0.0 {
-                if cfg.decoupled_weight_decay {
-                    let _ = p.g_mul_scalar_(1.0 - cfg.lr * cfg.weight_decay);
-                } else {
-                    grad = &grad + &p * cfg.weight_decay;
-                }
-            }
-            let _ = st.exp_avg.lerp_(&grad, 1.0 - beta1);
-            let _ = st.exp_avg_sq.g_mul_scalar_(beta2).g_add_(&(&grad * (1.0 - beta2) * &grad));
-            let bias_correction1 = 1.0 - beta1.powf(step);
-            let bias_correction2 = 1.0 - beta2.powf(step);
-            let step_size = cfg.lr / bias_correction1;
-            let bias_correction2_sqrt = bias_correction2.sqrt();
-            let second = if cfg.amsgrad {
-                let v = &st.exp_avg_sq;
-                let vmax = st.max_exp_avg_sq.get_or_insert_with(|| v.zeros_like());
-                let _ = vmax.maximum_out(vmax, v);
-                vmax.shallow_clone()
+        let st = state.get_or_insert_with(|| AdamState::zeros(p, Device::Cpu, cfg.amsgrad));
+        step_on(&mut st.step, Device::Cpu);
+        let _ = st.step.g_add_scalar_(1.0);
+        // A CPU scalar: reading it is no device sync.
+        let step = st.step.double_value(&[]);
+        let mut p = p.shallow_clone();
+        let mut grad = if cfg.maximize { -grad } else { grad.shallow_clone() };
+        if cfg.weight_decay != 0.0 {
+            if cfg.decoupled_weight_decay {
+                let _ = p.g_mul_scalar_(1.0 - cfg.lr * cfg.weight_decay);
             } else {
-                st.exp_avg_sq.shallow_clone()
-            };
-            let denom = second.sqrt() / bias_correction2_sqrt + cfg.eps;
-            let _ = p.g_add_(&(&st.exp_avg * -step_size / denom));
+                grad = &grad + &p * cfg.weight_decay;
+            }
         }
+        let _ = st.exp_avg.lerp_(&grad, 1.0 - beta1);
+        let _ = st.exp_avg_sq.g_mul_scalar_(beta2).g_add_(&(&grad * (1.0 - beta2) * &grad));
+        let bias_correction1 = 1.0 - beta1.powf(step);
+        let bias_correction2 = 1.0 - beta2.powf(step);
+        let step_size = cfg.lr / bias_correction1;
+        let bias_correction2_sqrt = bias_correction2.sqrt();
+        let second = if cfg.amsgrad {
+            let v = &st.exp_avg_sq;
+            let vmax = st.max_exp_avg_sq.get_or_insert_with(|| v.zeros_like());
+            let _ = vmax.maximum_out(vmax, v);
+            vmax.shallow_clone()
+        } else {
+            st.exp_avg_sq.shallow_clone()
+        };
+        let denom = second.sqrt() / bias_correction2_sqrt + cfg.eps;
+        let _ = p.g_add_(&(&st.exp_avg * -step_size / denom));
+        Ok(())
     }
 
-    /// `torch.optim.adam._fused_adam`: one kernel call per device and dtype.
-    fn fused_group(
-        &mut self,
-        gi: usize,
-        live: &[(usize, Tensor)],
-        amp: Option<(Option<&Tensor>, &Tensor)>,
+    /// `torch.optim.adam._fused_adam` for one device and dtype: one kernel call.
+    fn fused_step(
+        &self,
+        cfg: &AdamConfig,
+        params: &[&Tensor],
+        grads: &[&Tensor],
+        states: &mut [&mut Option<AdamState>],
+        amp: AmpArgs<'_>,
     ) -> Result<()> {
-        let cfg = self.groups[gi].config;
         let args = FusedAdamArgs {
             lr: cfg.lr,
             beta1: cfg.betas.0,
@@ -281,152 +261,52 @@ impl Adam {
             maximize: cfg.maximize,
             decoupled: cfg.decoupled_weight_decay,
         };
-        let params = &self.groups[gi].params;
-        for (i, _) in live {
-            let (name, p) = &params[*i];
-            let st = self
-                .state
-                .entry(name.clone())
-                .or_insert_with(|| AdamState::zeros(p, p.device(), cfg.amsgrad));
+        for (p, slot) in params.iter().zip(states.iter_mut()) {
+            let st = slot.get_or_insert_with(|| AdamState::zeros(p, p.device(), cfg.amsgrad));
             step_on(&mut st.step, p.device());
             if cfg.amsgrad && st.max_exp_avg_sq.is_none() {
                 st.max_exp_avg_sq = Some(p.zeros_like());
             }
         }
-        let keys: Vec<_> = live.iter().map(|(i, _)| (params[*i].1.device(), params[*i].1.kind())).collect();
-        let (grad_scale, found_inf) = match amp {
-            Some((s, f)) => (s, Some(f)),
-            None => (None, None),
+        let states: Vec<&AdamState> = states.iter().filter_map(|s| s.as_ref()).collect();
+        let ms: Vec<&Tensor> = states.iter().map(|s| &s.exp_avg).collect();
+        let vs: Vec<&Tensor> = states.iter().map(|s| &s.exp_avg_sq).collect();
+        let vmaxs: Vec<&Tensor> = if cfg.amsgrad {
+            states.iter().filter_map(|s| s.max_exp_avg_sq.as_ref()).collect()
+        } else {
+            Vec::new()
         };
-        for bucket in buckets(&keys) {
-            let device = keys[bucket[0]].0;
-            let scale = grad_scale.map(|s| s.to_device(device));
-            let inf = found_inf.map(|f| f.to_device(device));
-            let names: Vec<&String> = bucket.iter().map(|&b| &params[live[b].0].0).collect();
-            let states: Vec<&AdamState> = names.iter().map(|n| &self.state[*n]).collect();
-            let ps: Vec<&Tensor> = bucket.iter().map(|&b| &params[live[b].0].1).collect();
-            let gs: Vec<&Tensor> = bucket.iter().map(|&b| &live[b].1).collect();
-            let ms: Vec<&Tensor> = states.iter().map(|s| &s.exp_avg).collect();
-            let vs: Vec<&Tensor> = states.iter().map(|s| &s.exp_avg_sq).collect();
-            let vmaxs: Vec<&Tensor> = if cfg.amsgrad {
-                states.iter().filter_map(|s| s.max_exp_avg_sq.as_ref()).collect()
-            } else {
-                Vec::new()
-            };
-            let steps: Vec<&Tensor> = states.iter().map(|s| &s.step).collect();
-            fused_adam_(&ps, &gs, &ms, &vs, &vmaxs, &steps, &args, scale.as_ref(), inf.as_ref())?;
-        }
+        let steps: Vec<&Tensor> = states.iter().map(|s| &s.step).collect();
+        fused_adam_(params, grads, &ms, &vs, &vmaxs, &steps, &args, amp.grad_scale, amp.found_inf)?;
         Ok(())
     }
 
-    pub(crate) fn kind_name(&self) -> &'static str {
-        self.name
-    }
-}
-
-impl Optimizer for Adam {
-    fn step(&mut self) -> Result<()> {
-        self.step_impl(None)
-    }
-
-    fn step_amp(&mut self, grad_scale: Option<&Tensor>, found_inf: &Tensor) -> Result<()> {
-        self.step_impl(Some((grad_scale, found_inf)))
-    }
-
-    fn supports_amp_scaling(&self) -> bool {
-        self.groups.iter().all(|g| g.config.fused)
-    }
-
-    fn zero_grad(&mut self) -> Result<()> {
-        zero_grad_all(self.groups.iter().flat_map(|g| g.params.iter().map(|(_, p)| p)))
-    }
-
-    fn named_parameters(&self) -> Vec<(&str, &Tensor)> {
-        self.groups.iter().flat_map(|g| g.params.iter().map(|(n, p)| (n.as_str(), p))).collect()
-    }
-
-    fn lrs(&self) -> Vec<f64> {
-        self.groups.iter().map(|g| g.config.lr).collect()
-    }
-
-    fn set_lrs(&mut self, lrs: &[f64]) -> Result<()> {
-        check_count("lrs", self.groups.len(), lrs.len())?;
-        self.groups.iter_mut().zip(lrs).for_each(|(g, lr)| g.config.lr = *lr);
-        Ok(())
-    }
-
-    fn momenta(&self) -> Vec<f64> {
-        self.groups.iter().map(|g| g.config.betas.0).collect()
-    }
-
-    fn set_momenta(&mut self, momenta: &[f64]) -> Result<()> {
-        check_count("momenta", self.groups.len(), momenta.len())?;
-        self.groups.iter_mut().zip(momenta).for_each(|(g, m)| g.config.betas.0 = *m);
-        Ok(())
-    }
-
-    fn state_dict(&self) -> OptimizerState {
-        let groups = self
-            .groups
-            .iter()
-            .map(|g| GroupState {
-                params: g.params.iter().map(|(n, _)| n.clone()).collect(),
-                config: GroupConfig::Adam(g.config),
-            })
-            .collect();
-        let mut tensors = Vec::new();
-        for (name, _) in self.groups.iter().flat_map(|g| &g.params) {
-            if let Some(st) = self.state.get(name) {
-                tensors.push((format!("{name}.step"), st.step.shallow_clone()));
-                tensors.push((format!("{name}.exp_avg"), st.exp_avg.shallow_clone()));
-                tensors.push((format!("{name}.exp_avg_sq"), st.exp_avg_sq.shallow_clone()));
-                if let Some(v) = &st.max_exp_avg_sq {
-                    tensors.push((format!("{name}.max_exp_avg_sq"), v.shallow_clone()));
-                }
-            }
+    fn save_state(&self, st: &AdamState, out: &mut Vec<(&'static str, Tensor)>) {
+        out.push(("step", st.step.shallow_clone()));
+        out.push(("exp_avg", st.exp_avg.shallow_clone()));
+        out.push(("exp_avg_sq", st.exp_avg_sq.shallow_clone()));
+        if let Some(v) = &st.max_exp_avg_sq {
+            out.push(("max_exp_avg_sq", v.shallow_clone()));
         }
-        OptimizerState { meta: OptimizerMeta { optimizer: self.name.to_string(), groups }, tensors }
     }
 
-    fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
-        check_groups(&self.groups, &state.meta, self.name)?;
-        let mut configs = Vec::new();
-        for (gi, saved) in state.meta.groups.iter().enumerate() {
-            match &saved.config {
-                GroupConfig::Adam(c) => {
-                    c.validate(self.name, gi)?;
-                    configs.push(*c);
-                }
-                other => {
-                    return Err(OptimError::KindMismatch {
-                        expected: self.name.to_string(),
-                        found: format!("{other:?}"),
-                    })
-                }
-            }
-        }
-        let mut tensors = StateTensors::new(&state.tensors);
-        let mut loaded = HashMap::new();
-        for (group, cfg) in self.groups.iter().zip(&configs) {
-            for (name, p) in &group.params {
-                let Some(step) = tensors.get(name, "step") else { continue };
-                // Steps stay float32; on the CPU for the plain path, on the device for fused.
-                let step_device = if cfg.fused { p.device() } else { Device::Cpu };
-                let st = AdamState {
-                    step: copy_to(&step.reshape(Vec::<i64>::new()), step_device, Kind::Float),
-                    exp_avg: tensors.required_like(name, "exp_avg", p)?,
-                    exp_avg_sq: tensors.required_like(name, "exp_avg_sq", p)?,
-                    max_exp_avg_sq: match tensors.get(name, "max_exp_avg_sq") {
-                        Some(_) => Some(tensors.required_like(name, "max_exp_avg_sq", p)?),
-                        None => None,
-                    },
-                };
-                loaded.insert(name.clone(), st);
-            }
-        }
-        tensors.finish()?;
-        self.groups.iter_mut().zip(configs).for_each(|(g, c)| g.config = c);
-        self.state = loaded;
-        Ok(())
+    fn load_state(
+        &self,
+        cfg: &AdamConfig,
+        p: &Tensor,
+        saved: &mut SavedState<'_, '_>,
+    ) -> Result<Option<AdamState>> {
+        // Steps stay float32; on the CPU for the plain path, on the device for fused.
+        let step_device = if cfg.fused { p.device() } else { Device::Cpu };
+        let Some(step) = saved.copy("step", step_device, Kind::Float) else { return Ok(None) };
+        Ok(Some(AdamState {
+            step: step.reshape(Vec::<i64>::new()),
+            exp_avg: saved.like("exp_avg", p)?,
+            exp_avg_sq: saved.like("exp_avg_sq", p)?,
+            max_exp_avg_sq: match saved.get("max_exp_avg_sq") {
+                Some(_) => Some(saved.like("max_exp_avg_sq", p)?),
+                None => None,
+            },
+        }))
     }
 }

@@ -59,6 +59,16 @@ pub enum OptimError {
         /// What the state dict says it came from.
         found: String,
     },
+    /// A saved param group config whose values do not fit its config type.
+    #[error("state dict param group {group}: config of kind {kind} does not fit: {reason}")]
+    GroupConfig {
+        /// The group index.
+        group: usize,
+        /// The config's kind (`Adam`, `SGD`).
+        kind: String,
+        /// What serde reported (the field and what it expected).
+        reason: String,
+    },
     /// A state tensor the state dict lacks (e.g. `fc.weight.exp_avg` when `fc.weight.step` is present).
     #[error("state dict lacks tensor `{key}`")]
     MissingState {

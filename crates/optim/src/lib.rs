@@ -3,8 +3,10 @@
 //!
 //! - Optimizers over named parameter groups ([`ParamGroup`]): [`Sgd`], [`Adam`], [`AdamW`],
 //!   updating tch tensors in place under no-grad, with PyTorch's fused kernels by default and
-//!   a plain-op reference path. All implement [`Optimizer`]; their state is saved by
-//!   parameter name ([`OptimizerState`]).
+//!   a plain-op reference path. Each is the generic [`OptimizerCore`] with its
+//!   [`UpdateRule`] (the per-parameter math); an optimizer defined elsewhere plugs in the
+//!   same way. All implement [`Optimizer`]; their state is saved by parameter name
+//!   ([`OptimizerState`]).
 //! - Lr schedulers ([`LrScheduler`]): [`StepLR`], [`MultiStepLR`], [`ExponentialLR`],
 //!   [`CosineAnnealingLR`], [`OneCycleLR`], [`LinearLR`] (warmup), [`SequentialLR`], and
 //!   [`ReduceLROnPlateau`].
@@ -53,6 +55,7 @@ mod accumulate;
 mod adam;
 mod adamw;
 mod clip;
+mod core;
 mod cosine_annealing_lr;
 mod error;
 mod exponential_lr;
@@ -69,9 +72,10 @@ mod sgd;
 mod step_lr;
 
 pub use accumulate::GradAccumulation;
-pub use adam::{Adam, AdamConfig};
+pub use adam::{Adam, AdamConfig, AdamRule, AdamState};
 pub use adamw::AdamW;
 pub use clip::{clip_grad_norm, clip_grad_value};
+pub use core::{AmpArgs, Hyperparameters, OptimizerCore, SavedState, UpdateRule};
 pub use cosine_annealing_lr::CosineAnnealingLR;
 pub use error::{OptimError, Result};
 pub use exponential_lr::ExponentialLR;
@@ -86,5 +90,5 @@ pub use reduce_lr_on_plateau::{
 };
 pub use scheduler::{LrScheduler, SchedulerState};
 pub use sequential_lr::SequentialLR;
-pub use sgd::{Sgd, SgdConfig};
+pub use sgd::{Sgd, SgdConfig, SgdRule};
 pub use step_lr::StepLR;

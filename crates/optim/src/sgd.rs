@@ -1,13 +1,8 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (`torch.optim.SGD`).
 
+use crate::core::{AmpArgs, Hyperparameters, OptimizerCore, SavedState, UpdateRule};
 use crate::error::{OptimError, Result};
-use crate::optimizer::{
-    buckets, check_count, check_groups, check_unique, found_inf_is_set, unscale_grads, zero_grad_all,
-    GroupConfig, GroupState, Optimizer, OptimizerMeta, OptimizerState, StateTensors,
-};
-use crate::param_group::ParamGroup;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use tch::Tensor;
 use torchlight_tensor::{add_scaled_, fused_sgd_, FusedSgdArgs};
 
@@ -84,22 +79,41 @@ impl SgdConfig {
     pub fn with_fused(self, fused: bool) -> Self {
         SgdConfig { fused, ..self }
     }
+}
+
+impl Hyperparameters for SgdConfig {
+    const KIND: &'static str = "SGD";
+
+    fn lr(&self) -> f64 {
+        self.lr
+    }
+    fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+    fn momentum(&self) -> f64 {
+        self.momentum
+    }
+    fn set_momentum(&mut self, momentum: f64) {
+        self.momentum = momentum;
+    }
+    fn fused(&self) -> bool {
+        self.fused
+    }
 
     /// PyTorch's checks, naming the group and field at fault.
-    fn validate(&self, group: usize) -> Result<()> {
-        let owner = || format!("SGD param group {group}");
+    fn validate(&self, owner: &str) -> Result<()> {
         if self.lr.is_nan() || self.lr < 0.0 {
-            return Err(OptimError::invalid(owner(), "lr", self.lr, "must be >= 0"));
+            return Err(OptimError::invalid(owner, "lr", self.lr, "must be >= 0"));
         }
         if self.momentum.is_nan() || self.momentum < 0.0 {
-            return Err(OptimError::invalid(owner(), "momentum", self.momentum, "must be >= 0"));
+            return Err(OptimError::invalid(owner, "momentum", self.momentum, "must be >= 0"));
         }
         if self.weight_decay.is_nan() || self.weight_decay < 0.0 {
-            return Err(OptimError::invalid(owner(), "weight_decay", self.weight_decay, "must be >= 0"));
+            return Err(OptimError::invalid(owner, "weight_decay", self.weight_decay, "must be >= 0"));
         }
         if self.nesterov && (self.momentum <= 0.0 || self.dampening != 0.0) {
             return Err(OptimError::invalid(
-                owner(),
+                owner,
                 "nesterov",
                 1.0,
                 "Nesterov momentum requires momentum > 0 and dampening = 0",
@@ -109,6 +123,11 @@ impl SgdConfig {
     }
 }
 
+/// SGD's per-parameter math, for [`OptimizerCore`]; see [`Sgd`]. The state of a parameter is
+/// its momentum buffer (none without momentum).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SgdRule;
+
 /// `torch.optim.SGD` over named parameter groups.
 ///
 /// For each parameter with a gradient `g` (negated when `maximize`):
@@ -116,118 +135,55 @@ impl SgdConfig {
 /// `buf = momentum * buf + (1 - dampening) * g` after, then `g = g + momentum * buf`
 /// (Nesterov) or `g = buf`; finally `p -= lr * g`. The momentum buffer is the only state,
 /// saved as `"<param>.momentum_buffer"`.
-#[derive(Debug)]
-pub struct Sgd {
-    groups: Vec<ParamGroup<SgdConfig>>,
-    momentum_buffers: HashMap<String, Tensor>,
-}
+pub type Sgd = OptimizerCore<SgdRule>;
 
-impl Sgd {
-    /// An SGD optimizer over `groups`; fails on an invalid hyperparameter or a repeated name.
-    pub fn new(groups: Vec<ParamGroup<SgdConfig>>) -> Result<Self> {
-        for (i, g) in groups.iter().enumerate() {
-            g.config.validate(i)?;
-        }
-        check_unique(&groups)?;
-        Ok(Sgd { groups, momentum_buffers: HashMap::new() })
-    }
+impl UpdateRule for SgdRule {
+    type Config = SgdConfig;
+    type State = Tensor;
 
-    /// The param groups.
-    pub fn groups(&self) -> &[ParamGroup<SgdConfig>] {
-        &self.groups
-    }
-
-    /// The config of group `group`, for changing a hyperparameter mid-run
-    /// (`optimizer.param_groups[i]["weight_decay"] = ...`).
-    ///
-    /// # Panics
-    /// If `group` is out of range.
-    pub fn config_mut(&mut self, group: usize) -> &mut SgdConfig {
-        &mut self.groups[group].config
-    }
-
-    fn step_impl(&mut self, amp: Option<(Option<&Tensor>, &Tensor)>) -> Result<()> {
-        let _guard = torchlight_tensor::no_grad();
-        let mut skip_plain: Option<bool> = None;
-        for gi in 0..self.groups.len() {
-            let cfg = self.groups[gi].config;
-            let live: Vec<(usize, Tensor)> = self.groups[gi]
-                .params
-                .iter()
-                .enumerate()
-                .map(|(i, (_, p))| (i, p.grad()))
-                .filter(|(_, g)| g.defined())
-                .collect();
-            if live.is_empty() {
-                continue;
-            }
-            if cfg.fused {
-                self.fused_group(gi, &live, amp)?;
-            } else {
-                if let Some((scale, found_inf)) = amp {
-                    let skip = match skip_plain {
-                        Some(skip) => skip,
-                        None => *skip_plain.insert(found_inf_is_set(found_inf)?),
-                    };
-                    if skip {
-                        continue;
-                    }
-                    if let Some(scale) = scale {
-                        unscale_grads(live.iter().map(|(_, g)| g), scale)?;
-                    }
-                }
-                self.plain_group(gi, &live)?;
-            }
-        }
-        Ok(())
+    fn name(&self) -> &str {
+        "SGD"
     }
 
     /// The readable reference: `torch.optim.sgd._single_tensor_sgd`, op for op.
-    fn plain_group(&mut self, gi: usize, live: &[(usize, Tensor)]) -> Result<()> {
-        let cfg = self.groups[gi].config;
-        for (i, grad) in live {
-            let (name, p) = &self.groups[gi].params[*i];
-            let mut d_p = if cfg.maximize { -grad } else { grad.shallow_clone() };
-            if cfg.weight_decay != 0.0 {
-                // grad.add(param, alpha=weight_decay): out of place.
-                d_p = d_p.copy();
-                add_scaled_(&d_p, p, cfg.weight_decay)?;
-            }
-            if cfg.momentum != 0.0 {
-                let buf = match self.momentum_buffers.get_mut(name) {
-                    None => {
-                        let buf = d_p.detach().copy();
-                        self.momentum_buffers.insert(name.clone(), buf.shallow_clone());
-                        buf
-                    }
-                    Some(buf) => {
-                        let _ = buf.g_mul_scalar_(cfg.momentum);
-                        add_scaled_(buf, &d_p, 1.0 - cfg.dampening)?;
-                        buf.shallow_clone()
-                    }
-                };
-                d_p = if cfg.nesterov {
-                    let nesterov = d_p.copy();
-                    add_scaled_(&nesterov, &buf, cfg.momentum)?;
-                    nesterov
-                } else {
-                    buf
-                };
-            }
-            add_scaled_(p, &d_p, -cfg.lr)?;
+    fn step(&self, cfg: &SgdConfig, p: &Tensor, grad: &Tensor, buffer: &mut Option<Tensor>) -> Result<()> {
+        let mut d_p = if cfg.maximize { -grad } else { grad.shallow_clone() };
+        if cfg.weight_decay != 0.0 {
+            // grad.add(param, alpha=weight_decay): out of place.
+            d_p = d_p.copy();
+            add_scaled_(&d_p, p, cfg.weight_decay)?;
         }
+        if cfg.momentum != 0.0 {
+            let buf = match buffer {
+                None => buffer.insert(d_p.detach().copy()).shallow_clone(),
+                Some(buf) => {
+                    let _ = buf.g_mul_scalar_(cfg.momentum);
+                    add_scaled_(buf, &d_p, 1.0 - cfg.dampening)?;
+                    buf.shallow_clone()
+                }
+            };
+            d_p = if cfg.nesterov {
+                let nesterov = d_p.copy();
+                add_scaled_(&nesterov, &buf, cfg.momentum)?;
+                nesterov
+            } else {
+                buf
+            };
+        }
+        add_scaled_(p, &d_p, -cfg.lr)?;
         Ok(())
     }
 
-    /// `torch.optim.sgd._fused_sgd`: one kernel call per device and dtype and per
+    /// `torch.optim.sgd._fused_sgd` for one device and dtype: one kernel call per
     /// first-step / later-step split (a parameter unfrozen later starts its buffer then).
-    fn fused_group(
-        &mut self,
-        gi: usize,
-        live: &[(usize, Tensor)],
-        amp: Option<(Option<&Tensor>, &Tensor)>,
+    fn fused_step(
+        &self,
+        cfg: &SgdConfig,
+        params: &[&Tensor],
+        grads: &[&Tensor],
+        buffers: &mut [&mut Option<Tensor>],
+        amp: AmpArgs<'_>,
     ) -> Result<()> {
-        let cfg = self.groups[gi].config;
         let args = FusedSgdArgs {
             lr: cfg.lr,
             momentum: cfg.momentum,
@@ -236,131 +192,38 @@ impl Sgd {
             nesterov: cfg.nesterov,
             maximize: cfg.maximize,
         };
-        let params = &self.groups[gi].params;
-        let keys: Vec<_> = live.iter().map(|(i, _)| (params[*i].1.device(), params[*i].1.kind())).collect();
-        let (grad_scale, found_inf) = match amp {
-            Some((s, f)) => (s, Some(f)),
-            None => (None, None),
-        };
-        for bucket in buckets(&keys) {
-            let device = keys[bucket[0]].0;
-            let scale = grad_scale.map(|s| s.to_device(device));
-            let inf = found_inf.map(|f| f.to_device(device));
-            if cfg.momentum == 0.0 {
-                let ps: Vec<&Tensor> = bucket.iter().map(|&b| &params[live[b].0].1).collect();
-                let gs: Vec<&Tensor> = bucket.iter().map(|&b| &live[b].1).collect();
-                fused_sgd_(&ps, &gs, &[], &args, false, scale.as_ref(), inf.as_ref())?;
+        if cfg.momentum == 0.0 {
+            return Ok(fused_sgd_(params, grads, &[], &args, false, amp.grad_scale, amp.found_inf)?);
+        }
+        let (old, new): (Vec<usize>, Vec<usize>) = (0..params.len()).partition(|&i| buffers[i].is_some());
+        for &i in &new {
+            *buffers[i] = Some(params[i].empty_like());
+        }
+        for (part, first) in [(old, false), (new, true)] {
+            if part.is_empty() {
                 continue;
             }
-            let (old, new): (Vec<usize>, Vec<usize>) =
-                bucket.iter().partition(|&&b| self.momentum_buffers.contains_key(&params[live[b].0].0));
-            for (part, first) in [(old, false), (new, true)] {
-                if part.is_empty() {
-                    continue;
-                }
-                if first {
-                    for &b in &part {
-                        let (name, p) = &params[live[b].0];
-                        self.momentum_buffers.insert(name.clone(), p.empty_like());
-                    }
-                }
-                let ps: Vec<&Tensor> = part.iter().map(|&b| &params[live[b].0].1).collect();
-                let gs: Vec<&Tensor> = part.iter().map(|&b| &live[b].1).collect();
-                let bufs: Vec<&Tensor> =
-                    part.iter().map(|&b| &self.momentum_buffers[&params[live[b].0].0]).collect();
-                fused_sgd_(&ps, &gs, &bufs, &args, first, scale.as_ref(), inf.as_ref())?;
-            }
+            let ps: Vec<&Tensor> = part.iter().map(|&i| params[i]).collect();
+            let gs: Vec<&Tensor> = part.iter().map(|&i| grads[i]).collect();
+            let bufs: Vec<&Tensor> = part.iter().filter_map(|&i| buffers[i].as_ref()).collect();
+            fused_sgd_(&ps, &gs, &bufs, &args, first, amp.grad_scale, amp.found_inf)?;
         }
         Ok(())
     }
-}
 
-impl Optimizer for Sgd {
-    fn step(&mut self) -> Result<()> {
-        self.step_impl(None)
+    fn save_state(&self, buffer: &Tensor, out: &mut Vec<(&'static str, Tensor)>) {
+        out.push(("momentum_buffer", buffer.shallow_clone()));
     }
 
-    fn step_amp(&mut self, grad_scale: Option<&Tensor>, found_inf: &Tensor) -> Result<()> {
-        self.step_impl(Some((grad_scale, found_inf)))
-    }
-
-    fn supports_amp_scaling(&self) -> bool {
-        self.groups.iter().all(|g| g.config.fused)
-    }
-
-    fn zero_grad(&mut self) -> Result<()> {
-        zero_grad_all(self.groups.iter().flat_map(|g| g.params.iter().map(|(_, p)| p)))
-    }
-
-    fn named_parameters(&self) -> Vec<(&str, &Tensor)> {
-        self.groups.iter().flat_map(|g| g.params.iter().map(|(n, p)| (n.as_str(), p))).collect()
-    }
-
-    fn lrs(&self) -> Vec<f64> {
-        self.groups.iter().map(|g| g.config.lr).collect()
-    }
-
-    fn set_lrs(&mut self, lrs: &[f64]) -> Result<()> {
-        check_count("lrs", self.groups.len(), lrs.len())?;
-        self.groups.iter_mut().zip(lrs).for_each(|(g, lr)| g.config.lr = *lr);
-        Ok(())
-    }
-
-    fn momenta(&self) -> Vec<f64> {
-        self.groups.iter().map(|g| g.config.momentum).collect()
-    }
-
-    fn set_momenta(&mut self, momenta: &[f64]) -> Result<()> {
-        check_count("momenta", self.groups.len(), momenta.len())?;
-        self.groups.iter_mut().zip(momenta).for_each(|(g, m)| g.config.momentum = *m);
-        Ok(())
-    }
-
-    fn state_dict(&self) -> OptimizerState {
-        let groups = self
-            .groups
-            .iter()
-            .map(|g| GroupState {
-                params: g.params.iter().map(|(n, _)| n.clone()).collect(),
-                config: GroupConfig::Sgd(g.config),
-            })
-            .collect();
-        let mut tensors = Vec::new();
-        for (name, _) in self.groups.iter().flat_map(|g| &g.params) {
-            if let Some(buf) = self.momentum_buffers.get(name) {
-                tensors.push((format!("{name}.momentum_buffer"), buf.shallow_clone()));
-            }
+    fn load_state(
+        &self,
+        _: &SgdConfig,
+        p: &Tensor,
+        saved: &mut SavedState<'_, '_>,
+    ) -> Result<Option<Tensor>> {
+        match saved.get("momentum_buffer") {
+            Some(_) => Ok(Some(saved.like("momentum_buffer", p)?)),
+            None => Ok(None),
         }
-        OptimizerState { meta: OptimizerMeta { optimizer: "SGD".to_string(), groups }, tensors }
-    }
-
-    fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
-        check_groups(&self.groups, &state.meta, "SGD")?;
-        let mut configs = Vec::new();
-        for (gi, saved) in state.meta.groups.iter().enumerate() {
-            match &saved.config {
-                GroupConfig::Sgd(c) => {
-                    c.validate(gi)?;
-                    configs.push(*c);
-                }
-                other => {
-                    return Err(OptimError::KindMismatch {
-                        expected: "SGD".to_string(),
-                        found: format!("{other:?}"),
-                    })
-                }
-            }
-        }
-        let mut tensors = StateTensors::new(&state.tensors);
-        let mut buffers = HashMap::new();
-        for (name, p) in self.groups.iter().flat_map(|g| &g.params) {
-            if tensors.get(name, "momentum_buffer").is_some() {
-                buffers.insert(name.clone(), tensors.required_like(name, "momentum_buffer", p)?);
-            }
-        }
-        tensors.finish()?;
-        self.groups.iter_mut().zip(configs).for_each(|(g, c)| g.config = c);
-        self.momentum_buffers = buffers;
-        Ok(())
     }
 }

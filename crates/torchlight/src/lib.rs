@@ -1,8 +1,10 @@
 //! Torchlight: train image models the PyTorch way, in Rust, on libtorch.
 //!
 //! This facade re-exports each Torchlight crate as a module (`torchlight::tensor`, ...) and
-//! gathers the names most programs need in [`prelude`]. `torchlight::distributed` (data-parallel
-//! training on c10d) comes with the `distributed` feature.
+//! gathers the names most programs need in [`prelude`], including `#[derive(Module)]` for
+//! models of your own (a crate that depends on `torchlight` alone can use it).
+//! `torchlight::distributed` (data-parallel training on c10d) comes with the `distributed`
+//! feature.
 //!
 //! ```
 //! use torchlight::prelude::*;
@@ -44,8 +46,8 @@ pub mod prelude {
     pub use torchlight_checkpoint::{Checkpoint, CheckpointManager, MetricMode, Snapshot};
     pub use torchlight_data::{DataLoader, Dataset, DatasetExt};
     pub use torchlight_nn::{
-        count_parameters, freeze_all_but, load_weights, resnet18, resnet34, resnet50, unfreeze,
-        CrossEntropyLoss, LoadOptions, Module,
+        count_parameters, freeze_all_but, load_weights, named_parameters, resnet18, resnet34, resnet50,
+        unfreeze, CrossEntropyLoss, LayerOptions, LoadOptions, Module,
     };
     pub use torchlight_optim::{AdamConfig, AdamW, GradScaler, LrScheduler, Optimizer, ParamGroup};
     pub use torchlight_tensor::{

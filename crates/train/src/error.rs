@@ -116,17 +116,53 @@ pub enum TrainError {
         batch: String,
     },
     /// The device ran out of memory during a training step.
-    #[error("{}", crate::guard::describe_out_of_memory(device, *batch_size, *image_size, *fits))]
+    #[error("{}", crate::guard::describe_out_of_memory(device, *batch_size, input_shape, *fits))]
     OutOfMemory {
         /// The device, as libtorch names it.
         device: String,
         /// The batch size in use.
         batch_size: usize,
-        /// The image side in use.
-        image_size: usize,
+        /// The shape of the batch's first tensor (the inputs), batch dimension first.
+        input_shape: Vec<i64>,
         /// The largest batch size, found by halving, whose forward and backward fit; `None`
         /// when even one image does not.
         fits: Option<usize>,
+    },
+    /// A metric was given outputs or targets it cannot use.
+    #[error("{metric}: {reason}")]
+    Metric {
+        /// The metric.
+        metric: String,
+        /// What was wrong with its inputs.
+        reason: String,
+    },
+    /// A task could not compute its step (e.g. an output that does not fit the targets).
+    #[error("{task} task: {reason}")]
+    Task {
+        /// The task.
+        task: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A saved state (of a metric, a callback or the loop) that cannot be restored.
+    #[error("cannot restore the state of {what}: {reason}")]
+    State {
+        /// Whose state.
+        what: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Training stopped on SIGINT/SIGTERM after finishing its step.
+    #[error("interrupted by {signal} at epoch {epoch}, step {step}{}", saved_to(checkpoint.as_deref()))]
+    Interrupted {
+        /// `SIGINT` or `SIGTERM`.
+        signal: String,
+        /// The (1-based) epoch it stopped in.
+        epoch: u64,
+        /// Optimizer steps taken.
+        step: u64,
+        /// The checkpoint saved on the way out, to resume from.
+        checkpoint: Option<PathBuf>,
     },
     /// Loading data failed (a bad image, a loader setting).
     #[error(transparent)]
@@ -162,6 +198,13 @@ fn location(line: Option<usize>, column: Option<usize>) -> String {
         (Some(l), Some(c)) => format!(":{l}:{c}"),
         (Some(l), None) => format!(":{l}"),
         _ => String::new(),
+    }
+}
+
+fn saved_to(checkpoint: Option<&std::path::Path>) -> String {
+    match checkpoint {
+        Some(p) => format!("; saved {}, resume from there", p.display()),
+        None => "; nothing was saved (no checkpoint callback)".to_string(),
     }
 }
 

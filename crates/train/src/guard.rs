@@ -10,7 +10,6 @@
 
 use crate::error::{Result, TrainError};
 use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use tch::{Device, Kind, Tensor};
 use torchlight_nn::{named_parameters, Module};
 use torchlight_tensor::non_finite_check_and_unscale;
@@ -102,24 +101,6 @@ pub fn largest_fitting_batch(batch: usize, mut fits: impl FnMut(usize) -> bool) 
     None
 }
 
-/// Whether a training forward and backward of `batch` zero images of `image_size` pixels fits
-/// on `device`. Gradients are cleared afterwards.
-pub fn batch_fits(model: &dyn Module, device: Device, image_size: usize, batch: usize) -> bool {
-    let s = image_size as i64;
-    let ok = catch_unwind(AssertUnwindSafe(|| {
-        let x = Tensor::zeros([batch as i64, 3, s, s], (Kind::Float, device));
-        model.forward_t(&x, true).to_kind(Kind::Float).mean(Kind::Float).backward();
-    }))
-    .is_ok();
-    for (_, p) in named_parameters(model) {
-        let mut g = p.grad();
-        if g.defined() {
-            let _ = g.zero_();
-        }
-    }
-    ok
-}
-
 /// The message of [`TrainError::NonFinite`].
 pub(crate) fn describe_non_finite(
     epoch: u64,
@@ -151,19 +132,20 @@ pub(crate) fn describe_non_finite(
 pub(crate) fn describe_out_of_memory(
     device: &str,
     batch_size: usize,
-    image_size: usize,
+    input_shape: &[i64],
     fits: Option<usize>,
 ) -> String {
+    let sample: Vec<i64> = input_shape.iter().skip(1).copied().collect();
     let hint = match fits {
         Some(b) => format!(
             "the largest batch that fits is {b}: set train.batch_size = {b} (and train.accumulation_steps = {} to keep the effective batch)",
             batch_size.div_ceil(b)
         ),
-        None => format!("not even one image fits: lower data.image_size (now {image_size}) or use a smaller model"),
+        None => format!(
+            "not even one sample of shape {sample:?} fits: lower data.image_size or use a smaller model"
+        ),
     };
-    format!(
-        "{device} ran out of memory at batch size {batch_size}, image size {image_size}x{image_size}; {hint}"
-    )
+    format!("{device} ran out of memory at batch size {batch_size} (inputs {input_shape:?}); {hint}")
 }
 
 #[cfg(test)]
@@ -186,18 +168,18 @@ mod tests {
     fn out_of_memory_messages_name_batch_image_and_fix() {
         assert!(is_out_of_memory("CUDA out of memory. Tried to allocate 2.00 GiB"));
         assert!(!is_out_of_memory("Expected all tensors to be on the same device"));
-        let m = describe_out_of_memory("cuda:0", 256, 224, Some(64));
+        let m = describe_out_of_memory("cuda:0", 256, &[256, 3, 224, 224], Some(64));
         assert_eq!(
             m,
-            "cuda:0 ran out of memory at batch size 256, image size 224x224; the largest batch that fits is 64: \
+            "cuda:0 ran out of memory at batch size 256 (inputs [256, 3, 224, 224]); the largest batch that fits is 64: \
              set train.batch_size = 64 (and train.accumulation_steps = 4 to keep the effective batch)"
         );
-        let m = describe_out_of_memory("cuda:1", 2, 4096, None);
-        assert!(m.contains("batch size 2") && m.contains("lower data.image_size (now 4096)"), "{m}");
+        let m = describe_out_of_memory("cuda:1", 2, &[2, 3, 4096, 4096], None);
+        assert!(m.contains("batch size 2") && m.contains("one sample of shape [3, 4096, 4096]"), "{m}");
         let e = TrainError::OutOfMemory {
             device: "cuda:0".into(),
             batch_size: 32,
-            image_size: 512,
+            input_shape: vec![32, 3, 512, 512],
             fits: Some(16),
         };
         assert!(e.to_string().contains("train.batch_size = 16"), "{e}");
@@ -232,6 +214,7 @@ mod tests {
 
     #[test]
     fn panic_payloads_become_text() {
+        use std::panic::catch_unwind;
         let p = catch_unwind(|| panic!("CUDA out of memory. Tried {}", 1)).unwrap_err();
         assert!(is_out_of_memory(&panic_message(p.as_ref())));
     }

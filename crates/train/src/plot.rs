@@ -1,4 +1,4 @@
-//! PNG plots of a run: `curves.png` (loss and accuracy per epoch, train vs val) and the
+//! PNG plots of a run: `curves.png` (loss and a metric per epoch, train vs val) and the
 //! confusion matrix as a labelled heat map.
 //!
 //! Text is drawn with DejaVu Sans compiled into the crate (`assets/DejaVuSans.ttf`, Bitstream
@@ -48,10 +48,29 @@ fn save_png(path: &Path, buffer: Vec<u8>, (width, height): (u32, u32)) -> Result
     std::fs::rename(&tmp, path).map_err(|e| TrainError::io(path, e))
 }
 
-/// Draws `curves.png`: two panels, loss (left) and accuracy in percent (right), train and val
-/// per epoch with markers, axes, labels and a legend, like the matplotlib figure a PyTorch
-/// user draws from their history lists. Non-finite values are left out.
-pub fn plot_curves(records: &[EpochRecord], path: impl AsRef<Path>) -> Result<()> {
+/// Whether values of `metric` are fractions best shown in percent (accuracy, top-k, F1, mAP).
+fn is_fraction(metric: &str) -> bool {
+    metric == "acc" || metric.starts_with("top") || metric == "f1" || metric == "map"
+}
+
+/// The panel title of `metric`.
+fn metric_title(metric: &str) -> String {
+    match metric {
+        "acc" => "Accuracy".into(),
+        "f1" => "F1".into(),
+        "map" => "mAP".into(),
+        "mae" => "MAE".into(),
+        "rmse" => "RMSE".into(),
+        top if top.starts_with("top") => format!("Top-{} accuracy", &top[3..]),
+        other => other.to_string(),
+    }
+}
+
+/// Draws `curves.png`: two panels, the loss (left) and `metric` (right: `acc` for
+/// classification, `map`, `mae`, ...; fractions in percent), train and val per epoch with
+/// markers, axes, labels and a legend, like the matplotlib figure a PyTorch user draws from
+/// their history lists. Missing and non-finite values are left out.
+pub fn plot_curves(records: &[EpochRecord], metric: &str, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     register_font();
     let (w, h) = CURVES_SIZE;
@@ -61,24 +80,46 @@ pub fn plot_curves(records: &[EpochRecord], path: impl AsRef<Path>) -> Result<()
         root.fill(&WHITE).map_err(|e| plot_error(path, e))?;
         let (left, right) = root.split_horizontally(w / 2);
         let epochs = records.iter().map(|r| r.epoch).max().unwrap_or(1).max(1);
-        let series = |f: fn(&EpochRecord) -> f64, scale: f64| -> Vec<(f64, f64)> {
-            records.iter().map(|r| (r.epoch as f64, f(r) * scale)).filter(|(_, v)| v.is_finite()).collect()
+        let series = |name: &str, scale: f64| -> Vec<(f64, f64)> {
+            records
+                .iter()
+                .filter_map(|r| r.get(name).map(|v| (r.epoch as f64, v * scale)))
+                .filter(|(_, v)| v.is_finite())
+                .collect()
         };
-        let loss = [series(|r| r.train_loss, 1.0), series(|r| r.val_loss, 1.0)];
-        let acc = [series(|r| r.train_acc, 100.0), series(|r| r.val_acc, 100.0)];
-        let max_loss = loss.iter().flatten().map(|p| p.1).fold(0.0f64, f64::max);
-        let loss_top = if max_loss > 0.0 { max_loss * 1.1 } else { 1.0 };
+        let loss = [series("train_loss", 1.0), series("val_loss", 1.0)];
+        let fraction = is_fraction(metric);
+        let scale = if fraction { 100.0 } else { 1.0 };
+        let values = [series(&format!("train_{metric}"), scale), series(&format!("val_{metric}"), scale)];
+        let top = |lines: &[Vec<(f64, f64)>; 2]| {
+            let max = lines.iter().flatten().map(|p| p.1).fold(0.0f64, f64::max);
+            if max > 0.0 {
+                max * 1.1
+            } else {
+                1.0
+            }
+        };
         // Loss falls and accuracy rises, so each legend goes where its curves are not.
-        let loss_panel =
-            Panel { title: "Loss", y_desc: "loss", decimals: 2, legend: SeriesLabelPosition::UpperRight };
-        panel(&left, &loss_panel, epochs, 0.0..loss_top, &loss).map_err(|e| plot_error(path, e))?;
-        let acc_panel = Panel {
-            title: "Accuracy",
-            y_desc: "accuracy (%)",
-            decimals: 0,
-            legend: SeriesLabelPosition::LowerRight,
+        let loss_panel = Panel {
+            title: "Loss".into(),
+            y_desc: "loss".into(),
+            decimals: 2,
+            legend: SeriesLabelPosition::UpperRight,
         };
-        panel(&right, &acc_panel, epochs, 0.0..100.0, &acc).map_err(|e| plot_error(path, e))?;
+        panel(&left, &loss_panel, epochs, 0.0..top(&loss), &loss).map_err(|e| plot_error(path, e))?;
+        let title = metric_title(metric);
+        let metric_panel = if fraction {
+            Panel {
+                y_desc: format!("{} (%)", title.to_lowercase()),
+                title,
+                decimals: 0,
+                legend: SeriesLabelPosition::LowerRight,
+            }
+        } else {
+            Panel { y_desc: metric.to_string(), title, decimals: 2, legend: SeriesLabelPosition::UpperRight }
+        };
+        let range = if fraction { 0.0..100.0 } else { 0.0..top(&values) };
+        panel(&right, &metric_panel, epochs, range, &values).map_err(|e| plot_error(path, e))?;
         root.present().map_err(|e| plot_error(path, e))?;
     }
     save_png(path, buffer, (w, h))
@@ -87,8 +128,8 @@ pub fn plot_curves(records: &[EpochRecord], path: impl AsRef<Path>) -> Result<()
 type DrawResult<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 struct Panel {
-    title: &'static str,
-    y_desc: &'static str,
+    title: String,
+    y_desc: String,
     decimals: usize,
     legend: SeriesLabelPosition,
 }
@@ -102,7 +143,7 @@ fn panel(
 ) -> DrawResult<()> {
     let x_range = 0.5..(epochs as f64 + 0.5);
     let mut chart = ChartBuilder::on(area)
-        .caption(spec.title, (FAMILY, 26))
+        .caption(&spec.title, (FAMILY, 26))
         .margin(15)
         .x_label_area_size(50)
         .y_label_area_size(70)
@@ -110,7 +151,7 @@ fn panel(
     chart
         .configure_mesh()
         .x_desc("epoch")
-        .y_desc(spec.y_desc)
+        .y_desc(&spec.y_desc)
         .x_labels(epochs.min(12) + 1)
         .x_label_formatter(&|x| {
             if (x - x.round()).abs() < 1e-6 && *x >= 1.0 {

@@ -28,7 +28,7 @@ fn child_process_entry_for_the_kill_test() {
     for epoch in 1.. {
         let snapshot = Snapshot {
             optimizer: Some(&optimizer),
-            progress: Progress { epoch, global_step: epoch },
+            progress: Progress { epoch, global_step: epoch, batch: 0 },
             ..Snapshot::model(&model)
         };
         save(Path::new(&dir).join("last"), &snapshot).unwrap();

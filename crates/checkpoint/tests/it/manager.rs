@@ -13,7 +13,7 @@ fn keeps_last_best_by_metric_and_the_last_n_epochs() {
     let mut bests = Vec::new();
     for (epoch, acc) in accs.iter().enumerate() {
         let snapshot = Snapshot {
-            progress: Progress { epoch: epoch as u64 + 1, global_step: 0 },
+            progress: Progress { epoch: epoch as u64 + 1, global_step: 0, batch: 0 },
             ..Snapshot::model(&model)
         };
         bests.push(manager.save(snapshot, *acc).unwrap().best);

@@ -25,12 +25,14 @@ fn four_epochs_straight_equal_two_then_resume_then_two_bit_for_bit() {
         optimizer: Some(&first.optimizer),
         scheduler: Some(&first.scheduler),
         grad_scaler: Some(&first.scaler),
-        progress: Progress { epoch: 2, global_step: first.step },
+        progress: Progress { epoch: 2, global_step: first.step, batch: 0 },
         metric: None,
         best: None,
         data_seed: Some(first.loader.seed()),
         rng: true,
         config: config.clone(),
+        loop_state: serde_json::json!({"history": [1, 2]}),
+        loop_tensors: vec![("metric.sum".into(), Tensor::from_slice(&[2.5f64]))],
     };
     save(dir.join("last"), &snapshot).unwrap();
     drop(first);
@@ -41,6 +43,10 @@ fn four_epochs_straight_equal_two_then_resume_then_two_bit_for_bit() {
     let mut resumed = Run::new(3);
     let checkpoint = Checkpoint::load(dir.join("last")).unwrap();
     assert_eq!(checkpoint.meta.config, config);
+    assert_eq!(checkpoint.meta.loop_state, serde_json::json!({"history": [1, 2]}));
+    let loop_tensors = checkpoint.loop_tensors();
+    assert_eq!(loop_tensors.len(), 1);
+    assert_eq!((loop_tensors[0].0.as_str(), loop_tensors[0].1.double_value(&[0])), ("metric.sum", 2.5));
     assert_eq!(checkpoint.meta.data_seed, Some(7));
     let progress = checkpoint
         .restore(

@@ -112,10 +112,15 @@ fn train_resume_eval_export_and_predict_from_the_command_line() {
     let args = common("resumed", "2");
     ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let resumed = dir.join("resumed/exp_001");
-    let config =
-        std::fs::read_to_string(resumed.join("config.toml")).unwrap().replace("epochs = 2", "epochs = 3");
-    std::fs::write(resumed.join("config.toml"), config).unwrap();
-    ok(&["train", "--resume", &s(&resumed)]);
+    let err = fails(&["train", "--resume", &s(&resumed)]);
+    assert!(err.contains("already trained 2 epochs") && err.contains("--epochs"), "{err}");
+    let err = fails(&["train", "--resume", &s(&resumed), "--set", "optim.lr=0.5"]);
+    assert!(err.contains("optim.lr") && err.contains("start a new run"), "{err}");
+    // Extending the finished run to 3 epochs: the step schedule continues, as if never stopped.
+    let out = torchlight(&["train", "--resume", &s(&resumed), "--epochs", "3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("changing the run from 2 to 3 epochs: the step schedule is rebuilt"), "{said}");
     let a = tch::Tensor::read_safetensors(straight.join("checkpoints/last/model.safetensors")).unwrap();
     let b: std::collections::HashMap<String, tch::Tensor> =
         tch::Tensor::read_safetensors(resumed.join("checkpoints/last/model.safetensors"))
@@ -170,5 +175,39 @@ fn train_resume_eval_export_and_predict_from_the_command_line() {
     // A checkpoint evaluated on data with other classes is an error naming both.
     let err = fails(&["eval", "--checkpoint", &s(&straight), "--data", &s(&dir.join("data/source/train"))]);
     assert!(err.contains("do not match the checkpoint's [frame, ring, star]"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sigterm_stops_after_the_step_saves_and_says_how_to_resume() {
+    let dir = temp("sigterm");
+    ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "6"]);
+    let data = dir.join("data/target");
+    let runs = dir.join("runs");
+    let child = Command::new(env!("CARGO_BIN_EXE_torchlight"))
+        .args(["train", "--data", &s(&data), "--epochs", "1000", "--image-size", "32", "--batch-size", "4"])
+        .args(["--workers", "0", "--device", "cpu", "--model", "resnet18", "--out", &s(&runs)])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first checkpoint (no deadline: the run has 1000 epochs to go), then stop it.
+    let meta = runs.join("exp_001/checkpoints/last/meta.json");
+    while !meta.is_file() {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted by SIGTERM"), "{err}");
+    let run = runs.join("exp_001");
+    assert!(err.contains(&format!("resume with: torchlight train --resume {}", run.display())), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // The checkpoint is complete and the run goes on from it.
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    let epoch = saved["progress"]["epoch"].as_u64().unwrap();
+    ok(&["train", "--resume", &s(&run), "--epochs", &(epoch + 1).to_string()]);
     std::fs::remove_dir_all(&dir).unwrap();
 }

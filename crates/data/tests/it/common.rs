@@ -28,6 +28,38 @@ impl Dataset for Noisy {
     }
 }
 
+/// [`Noisy`] that records the index of every sample it loads.
+pub struct Recording {
+    pub inner: Noisy,
+    pub loaded: Mutex<Vec<usize>>,
+}
+
+impl Recording {
+    pub fn new(len: usize) -> Self {
+        Recording { inner: Noisy { len }, loaded: Mutex::new(Vec::new()) }
+    }
+
+    /// The indices loaded so far, sorted.
+    pub fn loaded(&self) -> Vec<usize> {
+        let mut loaded = self.loaded.lock().unwrap().clone();
+        loaded.sort_unstable();
+        loaded
+    }
+}
+
+impl Dataset for Recording {
+    type Item = (Array, i64);
+
+    fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    fn get(&self, index: usize, rng: &mut Rng) -> Result<(Array, i64)> {
+        self.loaded.lock().unwrap().push(index);
+        self.inner.get(index, rng)
+    }
+}
+
 /// Like [`Noisy`] without noise, but sample `bad` fails as an unreadable file would, and
 /// sample `panic_at` panics.
 pub struct Faulty {

@@ -1,7 +1,7 @@
-//! DataLoader: determinism across worker counts, batch sizes, persistence, pinning, early drop
-//! and data-stall accounting.
+//! DataLoader: determinism across worker counts, batch sizes, persistence, pinning, early drop,
+//! resuming mid-epoch and data-stall accounting.
 
-use crate::common::{f32s, i64s, Noisy, Slow};
+use crate::common::{f32s, i64s, Noisy, Recording, Slow};
 use rand::Rng as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,6 +43,51 @@ fn batches_are_identical_for_every_worker_count() {
     }
     assert_eq!(run_epochs(3, true, 2), reference, "persistent workers");
     assert_ne!(reference[0], reference[1], "epochs must be reshuffled");
+}
+
+#[test]
+fn epoch_from_resumes_at_the_exact_batch_and_never_loads_the_skipped_ones() {
+    let flat = |batch: torchlight_data::Result<(tch::Tensor, tch::Tensor)>| -> Flat {
+        let (images, labels) = batch.unwrap();
+        (images.size(), f32s(&images), i64s(&labels))
+    };
+    for workers in [0, 2] {
+        let build = || {
+            DataLoader::builder(Recording::new(23))
+                .batch_size(4)
+                .shuffle(true)
+                .seed(99)
+                .num_workers(workers)
+                .build()
+                .unwrap()
+        };
+        let mut full = build();
+        let all: Vec<Flat> = full.epoch(3).map(flat).collect();
+        assert_eq!(all.len(), 6);
+        for first in [0, 2, 5] {
+            let mut resumed = build();
+            let rest: Vec<Flat> = resumed.epoch_from(3, first).map(flat).collect();
+            let expected: Vec<Flat> = full.epoch(3).skip(first).map(flat).collect();
+            assert_eq!(rest, expected, "num_workers = {workers}, first_batch = {first}");
+            assert_eq!(rest, all[first..], "num_workers = {workers}, first_batch = {first}");
+            // Exactly the samples of the yielded batches were loaded, each once.
+            let mut wanted: Vec<usize> = rest.iter().flat_map(|b| b.2.iter().map(|&i| i as usize)).collect();
+            wanted.sort_unstable();
+            assert_eq!(resumed.dataset().loaded(), wanted, "num_workers = {workers}, first_batch = {first}");
+            assert_eq!(resumed.last_epoch_stats().unwrap().batches, 6 - first);
+        }
+        let mut loader = build();
+        assert_eq!(loader.epoch_from(3, 6).count(), 0, "resuming at the end gives an empty epoch");
+        let past: Vec<_> = loader.epoch_from(3, 7).collect();
+        assert_eq!(past.len(), 1);
+        let err = past.into_iter().next().unwrap().unwrap_err();
+        assert!(
+            matches!(&err, DataError::Config { field: "first_batch", .. })
+                && err.to_string().contains("6 batches"),
+            "{err}"
+        );
+        assert!(loader.dataset().loaded().is_empty(), "nothing loads for an empty or invalid resume");
+    }
 }
 
 #[test]

@@ -9,6 +9,7 @@ fn set(dst: &Tensor, src: &Tensor) {
 
 #[test]
 fn conv2d_with_stride_padding_dilation_groups_matches_pytorch() {
+    let _rng = crate::torch_rng_lock();
     let f = load(fixture("layers.safetensors"));
     let conv = Conv2d::new(
         4,
@@ -29,6 +30,7 @@ fn conv2d_with_stride_padding_dilation_groups_matches_pytorch() {
 
 #[test]
 fn linear_matches_pytorch() {
+    let _rng = crate::torch_rng_lock();
     let f = load(fixture("layers.safetensors"));
     let lin = Linear::new(5, 3, true);
     set(&lin.weight, &f["linear.weight"]);
@@ -98,6 +100,7 @@ fn pooling_activations_and_flatten_match_pytorch() {
 
 #[test]
 fn dropout_is_identity_in_eval_and_drops_in_training() {
+    let _rng = crate::torch_rng_lock();
     let x = Tensor::ones([1000], (Kind::Float, tch::Device::Cpu));
     let d = Dropout { p: 0.3 };
     assert!(d.forward_t(&x, false).equal(&x));
@@ -109,6 +112,7 @@ fn dropout_is_identity_in_eval_and_drops_in_training() {
 
 #[test]
 fn sequential_names_children_by_position_or_name() {
+    let _rng = crate::torch_rng_lock();
     let seq =
         Sequential::new().add(Linear::new(4, 3, true)).add(ReLU).add_named("head", Linear::new(3, 2, false));
     let keys: Vec<String> = named_parameters(&seq).into_iter().map(|(k, _)| k).collect();

@@ -63,3 +63,17 @@ fn out_of_range_and_negative_labels_name_value_and_position() {
     let err = MSELoss::default().forward(&logits, &logits.view([12])).unwrap_err();
     assert!(err.to_string().contains("MSELoss"), "{err}");
 }
+
+#[test]
+fn l1_and_huber_match_functional() {
+    let f = load(fixture("losses.safetensors"));
+    let (pred, target) = (&f["reg.pred"], &f["reg.target"]);
+    let (v, g) = grad_of(|x| L1Loss::default().forward(&(x * 2.0), target).unwrap(), pred);
+    assert_close("l1 loss", &v, &f["l1.loss"], 1e-6, 1e-7);
+    assert_close("l1 grad", &g, &f["l1.grad"], 1e-6, 1e-7);
+    let (v, g) = grad_of(|x| HuberLoss::new(0.5).forward(&(x * 2.0), target).unwrap(), pred);
+    assert_close("huber loss", &v, &f["huber.loss"], 1e-6, 1e-7);
+    assert_close("huber grad", &g, &f["huber.grad"], 1e-6, 1e-7);
+    let err = HuberLoss::default().forward(pred, &target.view([12])).unwrap_err();
+    assert!(err.to_string().contains("HuberLoss"), "{err}");
+}

@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 use tch::Tensor;
 use torchlight_nn::*;
 
-fn fixtures() -> &'static std::path::Path {
+/// The torchvision fixtures of `make_resnet.py` (generated once per script version).
+pub(crate) fn fixtures() -> &'static std::path::Path {
     static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let threads = tch::get_num_threads().to_string();
@@ -22,7 +23,10 @@ fn fixtures() -> &'static std::path::Path {
 
 fn check(arch: &str) {
     let dir = fixtures();
-    let model = resnet_by_name(arch, 10).unwrap();
+    let model = {
+        let _rng = crate::torch_rng_lock();
+        resnet_by_name(arch, 10).unwrap()
+    };
     let report = load_weights(&model, dir.join(format!("{arch}.pth")), &LoadOptions::strict()).unwrap();
     assert_eq!(report.loaded.len(), named_tensors(&model).len());
     let f = load(dir.join(format!("{arch}-expected.safetensors")));
@@ -110,6 +114,7 @@ fn resnet50_matches_torchvision() {
 
 #[test]
 fn keys_and_counts_are_torchvisions() {
+    let _rng = crate::torch_rng_lock();
     let model = resnet50(1000);
     let dir = fixtures();
     let theirs: Vec<String> =

@@ -4,6 +4,7 @@ use torchlight_nn::*;
 
 #[test]
 fn freezing_all_but_the_head_changes_the_trainable_count() {
+    let _rng = crate::torch_rng_lock();
     let mut model = resnet18(1000);
     model.replace_fc(3);
     let all = count_parameters(&model);
@@ -27,6 +28,7 @@ fn freezing_all_but_the_head_changes_the_trainable_count() {
 
 #[test]
 fn summary_table_lists_every_parameter_and_the_totals() {
+    let _rng = crate::torch_rng_lock();
     let model = resnet18(10);
     freeze_all_but(&model, "fc.");
     let table = summary_table(&model);
@@ -38,6 +40,7 @@ fn summary_table_lists_every_parameter_and_the_totals() {
 
 #[test]
 fn modules_are_visited_in_torchvision_order_and_can_be_downcast() {
+    let _rng = crate::torch_rng_lock();
     let model = resnet18(10);
     let mut paths = Vec::new();
     let mut convs = 0;
@@ -52,6 +55,7 @@ fn modules_are_visited_in_torchvision_order_and_can_be_downcast() {
 
 #[test]
 fn kaiming_and_xavier_draw_with_pytorchs_spread() {
+    let _rng = crate::torch_rng_lock();
     // Statistical check of the formulas in torch.nn.init over 2^20 draws: std within 1%.
     let w = Tensor::empty([256, 128, 4, 8], (Kind::Float, Device::Cpu));
     torchlight_tensor::seed_everything(3);
@@ -75,6 +79,7 @@ fn kaiming_and_xavier_draw_with_pytorchs_spread() {
 
 #[test]
 fn an_init_policy_applies_by_layer_kind() {
+    let _rng = crate::torch_rng_lock();
     let model = resnet18(10);
     let policy = InitPolicy::new()
         .rule("BatchNorm2d", "weight", Init::Constant(0.5))
@@ -88,6 +93,7 @@ fn an_init_policy_applies_by_layer_kind() {
 
 #[test]
 fn state_dict_loading_reports_like_pytorch_and_never_half_loads() {
+    let _rng = crate::torch_rng_lock();
     let src = resnet18(1000);
     let mut dst = resnet18(1000);
     dst.replace_fc(3);
@@ -123,6 +129,7 @@ fn state_dict_loading_reports_like_pytorch_and_never_half_loads() {
 
 #[test]
 fn safetensors_round_trip_keeps_every_tensor() {
+    let _rng = crate::torch_rng_lock();
     let model = resnet18(5);
     {
         let _g = torchlight_tensor::no_grad();

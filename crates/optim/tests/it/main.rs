@@ -8,6 +8,7 @@ mod cuda;
 mod grad_scaler;
 mod gradients;
 mod optimizers;
+mod outside;
 mod schedulers;
 
 use std::sync::{Mutex, MutexGuard};

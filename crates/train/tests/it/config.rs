@@ -149,6 +149,13 @@ fn validate_names_the_invalid_field() {
         ("train.top_k", "0", "train.top_k"),
         ("train.device", "gpu", "train.device"),
         ("scheduler.eta_min", "-1", "scheduler.eta_min"),
+        // Sizes that allocate are bounded before anything is allocated.
+        ("data.image_size", "4000000000", "data.image_size"),
+        ("data.workers", "100000", "data.workers"),
+        ("model.num_classes", "1000000000", "model.num_classes"),
+        ("train.batch_size", "1000000", "train.batch_size"),
+        ("train.class_weights", "[1.0, -2.0]", "train.class_weights"),
+        ("train.checkpoint_every_steps", "0", "train.checkpoint_every_steps"),
     ];
     for (key, value, field) in cases {
         assert_eq!(invalid_field(key, value), field, "{key} = {value}");
@@ -257,4 +264,32 @@ fn bad_overrides_name_the_key() {
     assert!(err.to_string().contains("lamb"), "{err}");
     // Failed overrides leave the config as it was.
     assert_eq!(c, before);
+}
+
+#[test]
+fn a_huge_image_size_is_refused_naming_the_bound() {
+    let mut c = TrainConfig::default();
+    c.set("image-size", "4000000000").unwrap();
+    let err = c.validate().unwrap_err().to_string();
+    assert_eq!(err, "config field `data.image_size` = 4000000000: must be at most 8192 pixels");
+    let mut c = TrainConfig::default();
+    c.set("image_size", "8192").unwrap();
+    c.set("batch_size", "512").unwrap();
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("one batch of 512 images of 8192x8192 pixels would take 384.0 GiB"), "{err}");
+}
+
+#[test]
+fn the_settings_doctor_suggests_exist() {
+    let mut c = TrainConfig::from_toml_str(
+        "[data]\nsampler = \"weighted\"\n[train]\nclass_weights = \"balanced\"\nextend_schedule = \"restart\"\n",
+    )
+    .unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.data.sampler, torchlight_train::SamplerKind::Weighted);
+    c.set("class_weights", "[1, 2.5, 0.5]").unwrap();
+    assert_eq!(c.train.class_weights, torchlight_train::ClassWeights::Given(vec![1.0, 2.5, 0.5]));
+    let back = TrainConfig::from_toml_str(&c.to_toml()).unwrap();
+    assert_eq!(back, c);
+    assert!(matches!(c.set("sampler", "uniform"), Err(TrainError::InvalidOverride { .. })));
 }

@@ -3,9 +3,8 @@
 
 use crate::{temp_dir, torch_rng_lock};
 use std::path::Path;
-use std::time::Duration;
 use tch::{Device, Tensor};
-use torchlight_nn::freeze;
+use torchlight_nn::{freeze, resnet18, ResNet};
 use torchlight_tensor::seed_everything;
 use torchlight_train::synthetic::{write_image_folder, Shape, SyntheticSpec};
 use torchlight_train::*;
@@ -43,12 +42,12 @@ fn find<'a>(report: &'a [Finding], check: &str) -> &'a Finding {
 }
 
 /// One batch of the training images without augmentation, and a fresh seeded model.
-fn batch_and_model(c: &TrainConfig) -> (Tensor, Tensor, torchlight_nn::ResNet) {
+fn batch_and_model(c: &TrainConfig) -> (Tensor, Tensor, ResNet) {
     let splits = open_splits(c).unwrap();
     let mut l = loader(splits.val, c, true, Device::Cpu).unwrap();
     let (x, y) = l.epoch(0).next().unwrap().unwrap();
     seed_everything(0);
-    (x, y, build_model(c, 3, Device::Cpu).unwrap())
+    (x, y, resnet18(3))
 }
 
 fn batches(c: &TrainConfig) -> Vec<(Tensor, Tensor)> {
@@ -66,6 +65,7 @@ fn a_healthy_set_up_passes_every_check() {
     let text = report.to_text();
     assert_eq!(report.worst(), Status::Pass, "{text}");
     for check in [
+        "class_count",
         "class_balance",
         "unreadable_files",
         "split_leak",
@@ -86,6 +86,9 @@ fn a_healthy_set_up_passes_every_check() {
         assert!(report.get(check).is_some(), "`{check}` ran: {text}");
     }
     assert!(text.contains("[1] PASS  class_balance: train: bar 16, circle 16, cross 16"), "{text}");
+    let stall = report.get("data_stall").unwrap();
+    let (waited, total) = (stall.data["stall_s"].as_f64().unwrap(), stall.data["total_s"].as_f64().unwrap());
+    assert!((0.0..=total).contains(&waited), "the stall is part of the run's time: {stall:?}");
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["findings"][0]["status"], "PASS");
 }
@@ -115,6 +118,16 @@ fn data_faults_are_found_imbalance_leak_unreadable_and_label_range() {
     let balance = find(&found, "class_balance");
     assert_eq!(balance.status, Status::Warn, "{balance:?}");
     assert!(balance.figure.contains("circle 4") && balance.figure.contains("4.2x in train"), "{balance:?}");
+    // The advice names settings that exist.
+    let fix = balance.fix.as_deref().unwrap();
+    assert!(
+        fix.contains("data.sampler = \"weighted\"") && fix.contains("train.class_weights = \"balanced\"")
+    );
+    for (key, value) in [("data.sampler", "weighted"), ("train.class_weights", "balanced")] {
+        let mut fixed = c.clone();
+        fixed.set(key, value).unwrap();
+        fixed.validate().unwrap();
+    }
     let leak = find(&found, "split_leak");
     assert_eq!(leak.status, Status::Fail);
     assert!(leak.figure.contains("cross/00000.jpg") && leak.figure.contains("copy.jpg"), "{leak:?}");
@@ -167,11 +180,12 @@ fn overfitting_one_batch_passes_and_fails_on_a_frozen_model() {
     dataset(tmp.path(), [8, 8, 0]);
     let c = config(tmp.path());
     let (x, y, model) = batch_and_model(&c);
-    let ok = overfit_batch(&model, &x, &y, &c, &options()).unwrap();
+    let batch = (x.shallow_clone(), y.shallow_clone());
+    let ok = overfit_batch(&model, "fc.", &batch, &c, &options()).unwrap();
     assert_eq!(ok.status, Status::Pass, "{ok:?}");
     let (_, _, frozen) = batch_and_model(&c);
     freeze(&frozen, "");
-    let bad = overfit_batch(&frozen, &x, &y, &c, &options()).unwrap();
+    let bad = overfit_batch(&frozen, "fc.", &batch, &c, &options()).unwrap();
     assert_eq!(bad.status, Status::Fail, "{bad:?}");
     // A model whose weights cannot move (lr 0) does not memorise the batch: the check fails
     // and blames model or labels.
@@ -179,45 +193,52 @@ fn overfitting_one_batch_passes_and_fails_on_a_frozen_model() {
     (still.optim.lr, still.optim.backbone_lr) = (0.0, 0.0);
     let (_, _, fresh) = batch_and_model(&c);
     let ten = DoctorOptions { overfit_steps: 10, ..options() };
-    let bad = overfit_batch(&fresh, &x, &y, &still, &ten).unwrap();
+    let bad = overfit_batch(&fresh, "fc.", &batch, &still, &ten).unwrap();
     assert_eq!(bad.status, Status::Fail, "{bad:?}");
     assert!(bad.fix.as_deref().unwrap().contains("labels"), "{bad:?}");
 }
 
 #[test]
-fn the_short_run_flags_a_high_lr_a_frozen_model_a_dead_head_and_a_slow_dataset() {
+fn the_short_run_flags_a_high_lr_a_frozen_model_and_a_dead_head() {
     let _lock = torch_rng_lock();
     let tmp = temp_dir();
     dataset(tmp.path(), [16, 8, 0]);
     let c = config(tmp.path());
     let data = batches(&c);
-    // Few steps keep the test short; a stall threshold of 20% leaves the slow dataset (1 s per
-    // batch) a wide margin even on a loaded machine, and preloaded batches wait ~0 s.
-    let options = DoctorOptions { run_steps: 6, stall_share: 0.2, ..options() };
-    let run = |model: &torchlight_nn::ResNet, c: &TrainConfig, delay: Duration| {
-        let it = data.iter().map(move |(x, y)| {
-            std::thread::sleep(delay);
-            Ok((x.shallow_clone(), y.shallow_clone()))
-        });
-        short_run(model, it, c, Device::Cpu, &options).unwrap()
+    // Few steps keep the test short. Preloaded batches wait ~0 s, but the stall share is
+    // measured time: its status is not asserted here (`stall_finding` is tested with given
+    // figures), so the test holds on a loaded machine.
+    let options = DoctorOptions { run_steps: 6, stall_share: 1.0, ..options() };
+    let run = |model: &ResNet, c: &TrainConfig| {
+        let it = data.iter().map(|(x, y)| Ok((x.shallow_clone(), y.shallow_clone())));
+        short_run(model, "fc.", it, c, Device::Cpu, &options).unwrap()
     };
 
     let (_, _, model) = batch_and_model(&c);
-    let healthy = run(&model, &c, Duration::ZERO);
+    let healthy = run(&model, &c);
     assert!(healthy.iter().all(|f| f.status == Status::Pass), "{healthy:#?}");
+    let stall = find(&healthy, "data_stall");
+    assert_eq!(
+        stall,
+        &stall_finding(
+            stall.data["stall_s"].as_f64().unwrap(),
+            stall.data["total_s"].as_f64().unwrap(),
+            options.stall_share,
+        )
+    );
 
     let mut high = c.clone();
     high.optim.lr = 10.0;
     high.optim.backbone_lr = 10.0;
     let (_, _, model) = batch_and_model(&c);
-    let found = run(&model, &high, Duration::ZERO);
+    let found = run(&model, &high);
     let lr = find(&found, "lr_sanity");
     assert_eq!(lr.status, Status::Fail, "{found:#?}");
     assert!(lr.fix.as_deref().unwrap().contains("lower the lr (try optim.lr = 1.0e0)"), "{lr:?}");
 
     let (_, _, model) = batch_and_model(&c);
     freeze(&model, "");
-    let found = run(&model, &c, Duration::ZERO);
+    let found = run(&model, &c);
     let frozen = find(&found, "trainable_parameters");
     assert_eq!(frozen.status, Status::Fail);
     assert!(frozen.figure.starts_with("0 of 11178051"), "{frozen:?}");
@@ -227,18 +248,11 @@ fn the_short_run_flags_a_high_lr_a_frozen_model_a_dead_head_and_a_slow_dataset()
     let _ = model.fc.weight.zero_();
     let _ = model.fc.bias.as_mut().unwrap().zero_();
     drop(_guard);
-    let found = run(&model, &c, Duration::ZERO);
+    let found = run(&model, &c);
     let flow = find(&found, "grad_flow");
     assert_eq!(flow.status, Status::Warn, "{found:#?}");
     assert!(flow.figure.contains("get no gradient at step 1: conv1, bn1"), "{flow:?}");
     assert!(flow.fix.as_deref().unwrap().starts_with("fc.weight is all zeros"), "{flow:?}");
-
-    let (_, _, model) = batch_and_model(&c);
-    let slow = run(&model, &c, Duration::from_secs(1));
-    let stall = find(&slow, "data_stall");
-    assert_eq!(stall.status, Status::Warn, "{stall:?}");
-    assert!(stall.data["stall_s"].as_f64().unwrap() >= 6.0, "six batches of 1 s: {stall:?}");
-    assert!(slow.iter().filter(|f| f.check != "data_stall").all(|f| f.status == Status::Pass), "{slow:#?}");
 }
 
 #[test]
@@ -265,4 +279,22 @@ fn check_batch_like(status: Status, fix: Option<&str>) -> Finding {
         fix: fix.map(String::from),
         data: serde_json::Value::Null,
     }
+}
+
+#[test]
+fn a_single_class_is_the_cause_not_a_learning_rate() {
+    let tmp = temp_dir();
+    dataset(tmp.path(), [12, 0, 0]);
+    for split in ["train", "val", "test"] {
+        for class in ["circle", "cross"] {
+            let _ = std::fs::remove_dir_all(tmp.path().join(split).join(class));
+        }
+    }
+    let c = config(tmp.path());
+    let _lock = torch_rng_lock();
+    let report = doctor(&c, &options()).unwrap();
+    let count = report.get("class_count").unwrap();
+    assert_eq!(count.status, Status::Fail, "{}", report.to_text());
+    assert!(count.figure.contains("1 class folder (bar)"), "{count:?}");
+    assert!(report.get("lr_sanity").is_none() && report.get("grad_flow").is_none(), "{}", report.to_text());
 }

@@ -41,7 +41,7 @@ fn fit_on_a_generated_set_learns_and_fills_the_run_folder() {
     let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 20);
     config.optim.lr = 1e-3;
     config.optim.backbone_lr = 1e-3;
-    let summary = fit(config, None, &Progress::quiet()).unwrap();
+    let summary = fit(config, &Progress::quiet()).unwrap();
     let run = &summary.run_dir;
     assert!(run.ends_with("exp_001"), "{}", run.display());
     assert_eq!(summary.epochs, 20);
@@ -66,7 +66,15 @@ fn fit_on_a_generated_set_learns_and_fills_the_run_folder() {
     assert_eq!(events.len(), 1);
     let rows = read_metrics_csv(run.join("metrics.csv")).unwrap();
     assert_eq!(rows.iter().map(|r| r.epoch).collect::<Vec<_>>(), (1..=20).collect::<Vec<_>>());
-    assert!(rows[19].train_loss < rows[0].train_loss, "training loss falls");
+    let loss = |r: &EpochRecord| r.get("train_loss").unwrap();
+    assert!(loss(&rows[19]) < loss(&rows[0]), "training loss falls");
+    let header = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    assert!(
+        header.starts_with(
+            "epoch,lr,train_loss,train_acc,val_loss,val_acc,val_top2,seconds,images_per_s,data_stall_pct\n"
+        ),
+        "{header}"
+    );
     assert!(rows.iter().all(|r| r.images_per_s > 0.0 && (0.0..=100.0).contains(&r.data_stall_pct)));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
@@ -90,16 +98,18 @@ fn resuming_after_two_epochs_ends_where_four_straight_epochs_end() {
         c.scheduler = SchedulerConfig::Step { step_size: 1, gamma: 0.7 };
         c
     };
-    let straight = fit(config("a", 4), None, &Progress::quiet()).unwrap();
+    let straight = fit(config("a", 4), &Progress::quiet()).unwrap();
 
-    // A run stopped after epoch 2 (as after a crash), then resumed with the run's own config.
-    let first = fit(config("b", 2), None, &Progress::quiet()).unwrap();
-    let config_path = first.run_dir.join("config.toml");
-    let mut config = TrainConfig::from_toml_file(&config_path).unwrap();
-    config.train.epochs = 4;
-    config.write_toml_file(&config_path).unwrap();
-    let resumed = fit(TrainConfig::default(), Some(&first.run_dir), &Progress::quiet()).unwrap();
+    // A 2-epoch run, extended to 4 by a resume (the schedule continues).
+    let first = fit(config("b", 2), &Progress::quiet()).unwrap();
+    let err = resume(&first.run_dir, &[], &Progress::quiet()).unwrap_err();
+    assert!(err.to_string().contains("already trained 2 epochs"), "{err}");
+    let err = resume(&first.run_dir, &[("optim.lr".into(), "0.5".into())], &Progress::quiet()).unwrap_err();
+    assert!(err.to_string().contains("config key `optim.lr`"), "{err}");
+    let resumed = resume(&first.run_dir, &[("train.epochs".into(), "4".into())], &Progress::quiet()).unwrap();
     assert_eq!(resumed.epochs, 4);
+    let saved = TrainConfig::from_toml_file(first.run_dir.join("config.toml")).unwrap();
+    assert_eq!(saved.train.epochs, 4, "the run folder records the new length");
 
     let load = |run: &Path| {
         let checkpoint = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
@@ -114,7 +124,7 @@ fn resuming_after_two_epochs_ends_where_four_straight_epochs_end() {
     let rows = read_metrics_csv(resumed.run_dir.join("metrics.csv")).unwrap();
     assert_eq!(rows.iter().map(|r| r.epoch).collect::<Vec<_>>(), [1, 2, 3, 4]);
     let straight_rows = read_metrics_csv(straight.run_dir.join("metrics.csv")).unwrap();
-    assert_eq!(rows[3].train_loss, straight_rows[3].train_loss);
+    assert_eq!(rows[3].get("train_loss"), straight_rows[3].get("train_loss"));
 }
 
 #[test]
@@ -135,31 +145,78 @@ fn the_loop_overfits_a_single_batch() {
         .with_transform(eval_transform(32));
     let split = torchlight_data::Subset::new(std::sync::Arc::new(folder), (0..9).collect()).unwrap();
     let mut batches = loader(split, &config, true, Device::Cpu).unwrap();
-    let model = build_model(&config, 3, Device::Cpu).unwrap();
-    let mut optimizer = build_optimizer(&config, &model).unwrap();
-    let mut scaler =
-        torchlight_optim::GradScaler::new(torchlight_optim::GradScalerConfig::default().with_enabled(false))
-            .unwrap();
-    let mut step = 0;
-    let mut losses = Vec::new();
-    for epoch in 0..40 {
-        let out = train_one_epoch(
-            &model,
-            optimizer.as_mut(),
-            None,
-            &mut scaler,
-            &mut batches,
-            &config,
-            Device::Cpu,
-            3,
-            epoch,
-            &mut step,
-            &Progress::quiet(),
-        )
-        .unwrap();
-        losses.push(out.metrics.loss);
-    }
-    assert_eq!(step, 40);
+    let model = torchlight_nn::resnet18(3);
+    let mut optimizer = build_optimizer(&config, &model, "fc.").unwrap();
+    let mut trainer = Trainer::builder().epochs(40).log_every(1).progress(Progress::quiet()).build().unwrap();
+    let summary =
+        trainer.fit(&model, &Classification::new(3), optimizer.as_mut(), &mut batches, None).unwrap();
+    assert_eq!((summary.epochs, summary.global_step), (40, 40));
+    let losses: Vec<f64> = summary.history.iter().map(|r| r.get("train_loss").unwrap()).collect();
     let last = *losses.last().unwrap();
     assert!(last < 0.05, "loss after 40 steps on one batch: {last} (first {})", losses[0]);
+}
+
+#[test]
+fn bad_starts_leave_no_run_folder_and_name_the_cause() {
+    let tmp = temp_dir();
+    let data = tmp.path().join("data");
+    shapes_dataset(&data, [6, 6, 0]);
+    let runs = tmp.path().join("runs");
+    // Missing weights: refused before a run folder exists.
+    let mut c = small_config(&data, &runs, 1);
+    c.model.pretrained = Some(tmp.path().join("missing.pth"));
+    let err = fit(c, &Progress::quiet()).unwrap_err();
+    assert!(err.to_string().contains("missing.pth"), "{err}");
+    // A file in val/ that is not an image: named before the first epoch.
+    std::fs::write(data.join("val/bar/notes.jpg"), b"not an image").unwrap();
+    let err = fit(small_config(&data, &runs, 1), &Progress::quiet()).unwrap_err();
+    assert!(
+        err.to_string().contains("1 image cannot be read: ") && err.to_string().contains("notes.jpg"),
+        "{err}"
+    );
+    std::fs::remove_file(data.join("val/bar/notes.jpg")).unwrap();
+    // A single class: refused (a classifier would "learn" it with a loss of 0).
+    for split in ["train", "val", "test"] {
+        let _ = std::fs::remove_dir_all(data.join(split).join("circle"));
+        let _ = std::fs::remove_dir_all(data.join(split).join("cross"));
+    }
+    let err = fit(small_config(&data, &runs, 1), &Progress::quiet()).unwrap_err();
+    assert!(
+        err.to_string().contains("train/ has 1 class folder (bar): a classifier needs at least 2"),
+        "{err}"
+    );
+    assert!(
+        !runs.exists() || std::fs::read_dir(&runs).unwrap().next().is_none(),
+        "no exp_NNN folder was left"
+    );
+}
+
+#[test]
+fn a_bad_val_image_after_an_epoch_keeps_the_epoch_and_the_run_resumes() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let data = tmp.path().join("data");
+    shapes_dataset(&data, [8, 8, 0]);
+    // A JPEG cut after its header: the header check passes, decoding fails in validation.
+    let victim = std::fs::read_dir(data.join("val/bar"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jpg"))
+        .expect("the synthetic set has JPEGs");
+    let whole = std::fs::read(&victim).unwrap();
+    std::fs::write(&victim, &whole[..whole.len() / 3]).unwrap();
+    let mut c = small_config(&data, &tmp.path().join("runs"), 2);
+    c.data.workers = 0;
+    let err = fit(c, &Progress::quiet()).unwrap_err();
+    assert!(err.to_string().contains(&victim.file_name().unwrap().to_string_lossy().to_string()), "{err}");
+    let run = tmp.path().join("runs/exp_001");
+    let saved = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+    let p = saved.meta.progress;
+    assert_eq!(p.epoch, 0);
+    assert!(p.batch > 0, "the trained epoch was saved before validation failed: {p:?}");
+    // Fixed, the run resumes with validation and goes on.
+    std::fs::write(&victim, &whole).unwrap();
+    let summary = resume(&run, &[], &Progress::quiet()).unwrap();
+    assert_eq!(summary.epochs, 2);
+    assert_eq!(read_metrics_csv(run.join("metrics.csv")).unwrap().len(), 2);
 }

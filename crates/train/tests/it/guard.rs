@@ -1,6 +1,7 @@
-//! The training guards inside `train_one_epoch`: a non-finite gradient stops training with an
-//! error naming step, lr, inputs and parameter, or (under `train.on_nonfinite = "skip"`) skips
-//! that step; a model on another device than the batches is one clear error.
+//! The training guards of the `StepRunner` (here in a hand-written loop): a non-finite gradient
+//! stops training with an error naming step, lr, inputs and parameter, or (under
+//! `train.on_nonfinite = "skip"`) skips that step; a model on another device than the batches
+//! is one clear error from the Trainer.
 
 use crate::{temp_dir, torch_rng_lock};
 use std::any::Any;
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tch::Device;
 use torchlight_data::Subset;
-use torchlight_optim::{GradScaler, GradScalerConfig};
+use torchlight_nn::{resnet18, ResNet};
 use torchlight_tensor::seed::Rng;
 use torchlight_tensor::seed_everything;
 use torchlight_train::synthetic::{write_image_folder, Shape, SyntheticSpec};
@@ -66,28 +67,22 @@ fn setup(root: &Path, nth: Option<usize>, action: NonFiniteAction) -> (TrainConf
     (c, l)
 }
 
-fn one_epoch(
-    c: &TrainConfig,
-    l: &mut Loader,
-    model: &dyn torchlight_nn::Module,
-) -> Result<(EpochTrain, u64)> {
-    let mut optimizer = build_optimizer(c, model)?;
-    let mut scaler = GradScaler::new(GradScalerConfig::default().with_enabled(false))?;
-    let mut step = 0;
-    let e = train_one_epoch(
-        model,
-        optimizer.as_mut(),
-        None,
-        &mut scaler,
-        l,
-        c,
-        Device::Cpu,
-        3,
-        0,
-        &mut step,
-        &Progress::quiet(),
-    )?;
-    Ok((e, step))
+/// One epoch of a hand-written loop on the StepRunner: (skipped steps, steps, samples counted
+/// in the metrics, their mean loss).
+fn one_epoch(c: &TrainConfig, l: &mut Loader, model: &ResNet) -> Result<(u64, u64, u64, f64)> {
+    let mut optimizer = build_optimizer(c, model, "fc.")?;
+    let step = StepConfig { on_nonfinite: c.train.on_nonfinite, ..StepConfig::default() };
+    let mut runner = StepRunner::new(step, Device::Cpu)?;
+    let task = Classification::new(3);
+    let mut metrics = MetricSet::new(Vec::new());
+    let n = l.len();
+    for (i, batch) in l.epoch(0).enumerate() {
+        let (_, ready) = runner.step(model, &task, &batch?, optimizer.as_mut(), i + 1 == n)?;
+        for out in ready {
+            metrics.update(&out.loss, &out.output, &out.target)?;
+        }
+    }
+    Ok((runner.skipped_steps(), runner.global_step(), metrics.samples(), metrics.running_loss()))
 }
 
 #[test]
@@ -96,7 +91,7 @@ fn a_nan_input_stops_training_naming_step_lr_inputs_and_parameter() {
     let tmp = temp_dir();
     let (c, mut l) = setup(tmp.path(), None, NonFiniteAction::Stop);
     seed_everything(0);
-    let model = build_model(&c, 3, Device::Cpu).unwrap();
+    let model = resnet18(3);
     let before = model.fc.weight.copy();
     let err = one_epoch(&c, &mut l, &model).unwrap_err();
     match &err {
@@ -122,12 +117,12 @@ fn skip_drops_only_the_bad_step_and_training_goes_on() {
     // The 5th sample loaded lies in the first of three batches.
     let (c, mut l) = setup(tmp.path(), Some(4), NonFiniteAction::Skip);
     seed_everything(0);
-    let model = build_model(&c, 3, Device::Cpu).unwrap();
+    let model = resnet18(3);
     let before = model.fc.weight.copy();
-    let (e, steps) = one_epoch(&c, &mut l, &model).unwrap();
-    assert_eq!((e.skipped_steps, steps, e.images), (1, 3, 24));
-    assert!(e.metrics.loss.is_finite(), "the skipped batch's NaN loss is not counted: {}", e.metrics.loss);
-    assert_eq!(e.metrics.count, 16, "two good batches counted");
+    let (skipped, steps, counted, loss) = one_epoch(&c, &mut l, &model).unwrap();
+    assert_eq!((skipped, steps), (1, 3));
+    assert!(loss.is_finite(), "the skipped batch's NaN loss is not counted: {loss}");
+    assert_eq!(counted, 16, "two good batches counted");
     assert!(!model.fc.weight.equal(&before), "the good steps trained");
     assert!(bool::try_from(model.fc.weight.isfinite().all()).unwrap());
 }
@@ -147,13 +142,22 @@ fn a_model_on_another_device_is_one_error_naming_both() {
     let _lock = torch_rng_lock();
     let tmp = temp_dir();
     let (c, mut l) = setup(tmp.path(), Some(usize::MAX), NonFiniteAction::Stop);
-    let model = build_model(&c, 3, Device::Cpu).unwrap();
+    let model = resnet18(3);
     let err = guard::check_device(&model, Device::Cuda(0)).unwrap_err();
     assert_eq!(
         err.to_string(),
         "the model is on cpu but the batch is on cuda:0: move both to one device (train.device)"
     );
-    guard::check_device(&model, Device::Cpu).unwrap();
-    let (e, _) = one_epoch(&c, &mut l, &model).unwrap();
-    assert_eq!(e.skipped_steps, 0);
+    // The Trainer checks before any work.
+    let mut optimizer = build_optimizer(&c, &model, "fc.").unwrap();
+    let mut trainer = Trainer::builder()
+        .device(Device::Cuda(0))
+        .progress(Progress::quiet())
+        .graceful_shutdown(false)
+        .build()
+        .unwrap();
+    let err = trainer.fit(&model, &Classification::new(3), optimizer.as_mut(), &mut l, None).unwrap_err();
+    assert!(matches!(err, TrainError::DeviceMismatch { .. }), "{err}");
+    let (skipped, ..) = one_epoch(&c, &mut l, &model).unwrap();
+    assert_eq!(skipped, 0);
 }

@@ -12,6 +12,7 @@ mod metrics;
 mod plot;
 mod run_dir;
 mod tfevents;
+mod trainer;
 
 use std::path::PathBuf;
 

@@ -83,3 +83,58 @@ fn loss_tensors_from_autograd_and_other_dtypes_are_accepted() {
     loss.backward();
     assert!(logits.grad().defined());
 }
+
+fn json_tensor(value: &serde_json::Value) -> tch::Tensor {
+    let rows: Vec<Vec<f32>> = serde_json::from_value(value.clone()).unwrap();
+    let (n, m) = (rows.len() as i64, rows[0].len() as i64);
+    tch::Tensor::from_slice(&rows.concat()).view([n, m])
+}
+
+/// Multi-label F1, mean average precision, MAE and RMSE against scikit-learn 1.7.2
+/// (`tests/fixtures/make_task_metrics.py`), fed in two uneven batches as a loop would.
+#[test]
+fn task_metrics_match_scikit_learn() {
+    use torchlight_train::{
+        MeanAbsoluteError, MeanAveragePrecision, Metric, MultiLabelF1, RootMeanSquaredError,
+    };
+    let text = std::fs::read_to_string(crate::fixture("task_metrics.json")).unwrap();
+    let f: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (logits, targets) = (json_tensor(&f["logits"]), json_tensor(&f["targets"]));
+    let (pred, target) = (json_tensor(&f["pred_reg"]), json_tensor(&f["target_reg"]));
+    let mut metrics: Vec<Box<dyn Metric>> =
+        vec![Box::new(MultiLabelF1::new(0.5)), Box::new(MeanAveragePrecision::new())];
+    let mut regression: Vec<Box<dyn Metric>> =
+        vec![Box::new(MeanAbsoluteError::new()), Box::new(RootMeanSquaredError::new())];
+    for (start, len) in [(0, 20), (20, 37)] {
+        for m in &mut metrics {
+            m.update(&logits.narrow(0, start, len), &targets.narrow(0, start, len)).unwrap();
+        }
+        for m in &mut regression {
+            m.update(&pred.narrow(0, start, len), &target.narrow(0, start, len)).unwrap();
+        }
+    }
+    let close = |name: &str, got: f64, want: &serde_json::Value| {
+        let want = want.as_f64().unwrap();
+        assert!((got - want).abs() < 1e-6, "{name}: {got} vs scikit-learn {want}");
+    };
+    close("f1", metrics[0].compute()[0].1, &f["f1_macro"]);
+    close("map", metrics[1].compute()[0].1, &f["map"]);
+    let f1 = metrics[0].as_any().downcast_ref::<MultiLabelF1>().unwrap().per_label();
+    let ap = metrics[1].as_any().downcast_ref::<MeanAveragePrecision>().unwrap().per_label();
+    for j in 0..5 {
+        close(&format!("f1[{j}]"), f1[j], &f["f1_per_label"][j]);
+        close(&format!("ap[{j}]"), ap[j], &f["ap_per_label"][j]);
+    }
+    close("mae", regression[0].compute()[0].1, &f["mae"]);
+    close("rmse", regression[1].compute()[0].1, &f["rmse"]);
+
+    // The state round-trips (what a mid-epoch checkpoint keeps) and reset clears it.
+    let state = metrics[1].state();
+    let mut copy = MeanAveragePrecision::new();
+    copy.load_state(&state).unwrap();
+    assert_eq!(copy.compute(), metrics[1].compute());
+    metrics[1].reset();
+    assert!(metrics[1].compute()[0].1.is_nan());
+    let err = MultiLabelF1::default().update(&logits, &targets.narrow(1, 0, 2)).unwrap_err();
+    assert!(err.to_string().contains("multi-label F1: expects logits [N, L]"), "{err}");
+}

@@ -13,10 +13,8 @@ fn records(n: usize) -> Vec<EpochRecord> {
             EpochRecord {
                 epoch: e,
                 lr: 1e-3,
-                train_loss: 1.6 / x,
-                train_acc: 1.0 - 0.6 / x,
-                val_loss: 1.8 / x + 0.05,
-                val_acc: 1.0 - 0.7 / x,
+                train: vec![("loss".into(), 1.6 / x), ("acc".into(), 1.0 - 0.6 / x)],
+                val: vec![("loss".into(), 1.8 / x + 0.05), ("acc".into(), 1.0 - 0.7 / x)],
                 seconds: 3.0,
                 images_per_s: 100.0,
                 data_stall_pct: 1.0,
@@ -35,7 +33,7 @@ fn count_near(img: &image::RgbImage, color: [u8; 3], tolerance: i32) -> usize {
 fn curves_png_has_both_panels_and_series() {
     let tmp = crate::temp_dir();
     let path = tmp.path().join("curves.png");
-    plot_curves(&records(8), &path).unwrap();
+    plot_curves(&records(8), "acc", &path).unwrap();
     let img = image::open(&path).unwrap().to_rgb8();
     assert_eq!(img.dimensions(), CURVES_SIZE);
     // Train (blue) and val (orange) lines are drawn in each panel.
@@ -52,11 +50,28 @@ fn curves_png_has_both_panels_and_series() {
 
     // Redrawn each epoch, from one epoch on, including epochs with a NaN loss.
     let mut few = records(1);
-    plot_curves(&few, &path).unwrap();
-    few.extend(records(2).into_iter().skip(1).map(|r| EpochRecord { val_loss: f64::NAN, ..r }));
-    plot_curves(&few, &path).unwrap();
+    plot_curves(&few, "acc", &path).unwrap();
+    few.extend(records(2).into_iter().skip(1).map(|mut r| {
+        r.val[0].1 = f64::NAN;
+        r
+    }));
+    plot_curves(&few, "acc", &path).unwrap();
     assert_eq!(image::open(&path).unwrap().to_rgb8().dimensions(), CURVES_SIZE);
-    plot_curves(&[], &path).unwrap();
+    plot_curves(&[], "acc", &path).unwrap();
+    // Other tasks plot their own metric; a metric not logged leaves its panel empty.
+    let regression: Vec<EpochRecord> = (1..=4)
+        .map(|e| EpochRecord {
+            epoch: e,
+            train: vec![("loss".into(), 1.0 / e as f64), ("mae".into(), 2.0 / e as f64)],
+            val: vec![("loss".into(), 1.2 / e as f64), ("mae".into(), 2.5 / e as f64)],
+            ..EpochRecord::default()
+        })
+        .collect();
+    plot_curves(&regression, "mae", &path).unwrap();
+    let img = image::open(&path).unwrap().to_rgb8();
+    let right = image::imageops::crop_imm(&img, w / 2, 0, w / 2, img.height()).to_image();
+    assert!(count_near(&right, [255, 127, 14], 10) > 300, "the mae panel has the val line");
+    plot_curves(&regression, "acc", &path).unwrap();
 }
 
 #[test]

@@ -1,0 +1,90 @@
+//! `TensorBoardLogging`: the epoch's metrics and any logged scalars in a TensorBoard event file.
+
+use crate::csv_log::EpochRecord;
+use crate::error::Result;
+use crate::tfevents::EventWriter;
+use crate::trainer::{BatchEnd, Callback, Context};
+use std::path::PathBuf;
+
+/// Writes each epoch's record to `events.out.tfevents.*` in a folder (`tensorboard --logdir
+/// runs`), under PyTorch users' usual tags: `loss/train`, `loss/val`, `accuracy/train`,
+/// `accuracy/val`, `accuracy/val_top5`, `<metric>/<stage>` for other metrics, `lr`,
+/// `throughput/images_per_s`, `throughput/data_stall_pct`; and whatever earlier callbacks
+/// logged with [`Context::log_scalar`].
+#[derive(Debug)]
+pub struct TensorBoardLogging {
+    dir: PathBuf,
+    writer: Option<EventWriter>,
+}
+
+impl TensorBoardLogging {
+    /// Writes into `dir` (usually the run folder).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        TensorBoardLogging { dir: dir.into(), writer: None }
+    }
+
+    fn drain(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let logged = ctx.take_logged();
+        if let Some(w) = &mut self.writer {
+            for (tag, value, step) in logged {
+                w.add_scalar(&tag, value, step)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The TensorBoard tag of metric `name` of `stage` (`train`, `val`).
+fn tag(name: &str, stage: &str) -> String {
+    match name {
+        "loss" => format!("loss/{stage}"),
+        "acc" => format!("accuracy/{stage}"),
+        top if top.starts_with("top") => format!("accuracy/{stage}_{top}"),
+        other => format!("{other}/{stage}"),
+    }
+}
+
+impl Callback for TensorBoardLogging {
+    fn name(&self) -> String {
+        "TensorBoardLogging".into()
+    }
+
+    fn on_train_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| crate::TrainError::io(&self.dir, e))?;
+        let done = ctx.history.len() as i64;
+        self.writer = Some(if done > 0 || ctx.position.epoch > 0 {
+            EventWriter::resume(&self.dir, done)?
+        } else {
+            EventWriter::create(&self.dir)?
+        });
+        Ok(())
+    }
+
+    fn on_train_batch_end(&mut self, ctx: &mut Context<'_>, _batch: &BatchEnd) -> Result<()> {
+        self.drain(ctx)
+    }
+
+    fn on_train_epoch_end(&mut self, ctx: &mut Context<'_>, record: &EpochRecord) -> Result<()> {
+        self.drain(ctx)?;
+        let Some(w) = &mut self.writer else { return Ok(()) };
+        let mut scalars: Vec<(String, f64)> = Vec::new();
+        scalars.extend(record.train.iter().map(|(k, v)| (tag(k, "train"), *v)));
+        scalars.extend(record.val.iter().map(|(k, v)| (tag(k, "val"), *v)));
+        scalars.push(("lr".into(), record.lr));
+        scalars.push(("throughput/images_per_s".into(), record.images_per_s));
+        scalars.push(("throughput/data_stall_pct".into(), record.data_stall_pct));
+        let refs: Vec<(&str, f64)> = scalars.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        w.add_scalars(record.epoch as i64, &refs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tags_follow_the_pytorch_habits() {
+        assert_eq!(super::tag("loss", "val"), "loss/val");
+        assert_eq!(super::tag("acc", "train"), "accuracy/train");
+        assert_eq!(super::tag("top5", "val"), "accuracy/val_top5");
+        assert_eq!(super::tag("mae", "val"), "mae/val");
+    }
+}

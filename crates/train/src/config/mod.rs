@@ -1,0 +1,498 @@
+//! `TrainConfig`: every hyperparameter of a run, read from one TOML file, overridable by key.
+//!
+//! A config file has five sections; every field has a default, so a file holds only what it
+//! changes:
+//!
+//! ```toml
+//! [data]
+//! root = "data/flowers"      # holds train/, val/ (optional) and test/ (optional)
+//! image_size = 224
+//!
+//! [model]
+//! name = "resnet18"
+//! pretrained = "weights/resnet18.pth"
+//! freeze_epochs = 2
+//!
+//! [optim]
+//! lr = 1e-3
+//! backbone_lr = 1e-4
+//!
+//! [scheduler]
+//! kind = "cosine"
+//!
+//! [train]
+//! epochs = 10
+//! batch_size = 32
+//! ```
+//!
+//! Unknown fields anywhere are errors naming them; [`TrainConfig::validate`] rejects values
+//! training cannot use, naming the field. Overrides from the command line go through
+//! [`TrainConfig::set`], by dotted key (`train.epochs`) or by a leaf name that is unique
+//! (`epochs`, `image-size`).
+
+mod overrides;
+mod validate;
+
+use crate::error::{Result, TrainError};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use torchlight_tensor::DeviceSpec;
+
+/// Every key [`TrainConfig::set`] accepts, as `section.field`. A unit test checks it against
+/// the fields serde sees, so it cannot drift from the structs.
+pub const CONFIG_KEYS: &[&str] = &[
+    "data.root",
+    "data.image_size",
+    "data.workers",
+    "data.val_fraction",
+    "data.min_crop_scale",
+    "data.sampler",
+    "model.name",
+    "model.pretrained",
+    "model.num_classes",
+    "model.freeze_epochs",
+    "optim.optimizer",
+    "optim.lr",
+    "optim.backbone_lr",
+    "optim.weight_decay",
+    "optim.momentum",
+    "optim.betas",
+    "optim.warmup_epochs",
+    "scheduler.kind",
+    "scheduler.step_size",
+    "scheduler.milestones",
+    "scheduler.gamma",
+    "scheduler.eta_min",
+    "scheduler.pct_start",
+    "scheduler.div_factor",
+    "scheduler.final_div_factor",
+    "train.epochs",
+    "train.batch_size",
+    "train.seed",
+    "train.amp",
+    "train.label_smoothing",
+    "train.grad_clip",
+    "train.accumulation_steps",
+    "train.early_stopping_patience",
+    "train.top_k",
+    "train.log_interval",
+    "train.on_nonfinite",
+    "train.class_weights",
+    "train.checkpoint_every_steps",
+    "train.extend_schedule",
+    "train.device",
+    "train.out_dir",
+];
+
+/// Every hyperparameter of a training run. `Default` holds the defaults a PyTorch user would
+/// reach for (AdamW at `lr = 1e-3`, `weight_decay = 0.01`, cosine annealing to 0, 224-pixel
+/// images, batches of 32); the run folder gets the effective config through [`to_toml`](Self::to_toml),
+/// so any run can be repeated from its folder alone.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// `[data]`: where the images are and how they are loaded.
+    pub data: DataConfig,
+    /// `[model]`: the architecture, its starting weights and staged fine-tuning.
+    pub model: ModelConfig,
+    /// `[optim]`: optimizer and learning rates per parameter group.
+    pub optim: OptimConfig,
+    /// `[scheduler]`: the learning-rate schedule after warm-up.
+    pub scheduler: SchedulerConfig,
+    /// `[train]`: the loop itself.
+    pub train: LoopConfig,
+}
+
+/// The `[data]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataConfig {
+    /// An ImageFolder root holding `train/`, and optionally `val/` and `test/`. Default `data`.
+    pub root: PathBuf,
+    /// Side of the square images fed to the model, torchvision's 224 by default.
+    pub image_size: u32,
+    /// Loader worker threads, like `DataLoader(num_workers=4)`. 0 loads on the training thread.
+    pub workers: usize,
+    /// Fraction of `train/` held out (seeded, stratified) as validation when there is no
+    /// `val/`. Default 0.1.
+    pub val_fraction: f64,
+    /// RandomResizedCrop's smallest crop, as a fraction of the image area: torchvision's 0.08.
+    /// Raise it when the object fills little of the image and small crops would miss it.
+    pub min_crop_scale: f64,
+    /// How training batches are drawn: `random` (a shuffle per epoch, the default) or
+    /// `weighted` (`WeightedRandomSampler` with each image weighted by the inverse of its
+    /// class's count, so every class is drawn equally often: the fix for class imbalance).
+    pub sampler: SamplerKind,
+}
+
+/// How training samples are drawn (`data.sampler`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SamplerKind {
+    /// A new random order every epoch.
+    #[default]
+    Random,
+    /// `WeightedRandomSampler` with replacement, class-balanced weights.
+    Weighted,
+}
+
+/// Per-class weights of the cross-entropy loss (`train.class_weights`): `"none"` (the
+/// default), `"balanced"` (scikit-learn's `n_samples / (n_classes * count)` per class, from the
+/// training split) or a list with one weight per class.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ClassWeights {
+    /// `"none"` or `"balanced"`.
+    Named(ClassWeightsKind),
+    /// One weight per class, in class order.
+    Given(Vec<f64>),
+}
+
+/// The named choices of [`ClassWeights`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassWeightsKind {
+    /// Every class weighs 1.
+    None,
+    /// Inverse class frequency.
+    Balanced,
+}
+
+impl Default for ClassWeights {
+    fn default() -> Self {
+        ClassWeights::Named(ClassWeightsKind::None)
+    }
+}
+
+/// What the lr schedule does when a finished run is resumed with more epochs
+/// (`train.extend_schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExtendSchedule {
+    /// The schedule is rebuilt for the new epoch count and continues from the epoch reached
+    /// (a cosine schedule is stretched), the default.
+    #[default]
+    Continue,
+    /// A fresh schedule (warm-up included) over the added epochs, starting again from the
+    /// configured learning rates: a warm restart.
+    Restart,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        DataConfig {
+            root: PathBuf::from("data"),
+            image_size: 224,
+            workers: 4,
+            val_fraction: 0.1,
+            min_crop_scale: 0.08,
+            sampler: SamplerKind::Random,
+        }
+    }
+}
+
+impl DataConfig {
+    /// `root/train`.
+    pub fn train_dir(&self) -> PathBuf {
+        self.root.join("train")
+    }
+    /// `root/val` (may not exist: then [`val_fraction`](Self::val_fraction) of train is used).
+    pub fn val_dir(&self) -> PathBuf {
+        self.root.join("val")
+    }
+    /// `root/test` (optional).
+    pub fn test_dir(&self) -> PathBuf {
+        self.root.join("test")
+    }
+}
+
+/// The `[model]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Architecture, a name of the registry (`torchlight_nn::architecture_names()`: the ResNet
+    /// family and any registered by the program). Default `resnet18`.
+    pub name: String,
+    /// Starting weights (`.pth` or `.safetensors`, torchvision key names); `None` starts
+    /// from torchvision's initialisation.
+    pub pretrained: Option<PathBuf>,
+    /// Classes of the new head; `None` takes the number of class folders in the data.
+    pub num_classes: Option<usize>,
+    /// Epochs during which only the head trains (backbone frozen); 0 trains everything from
+    /// the start.
+    pub freeze_epochs: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig { name: "resnet18".to_string(), pretrained: None, num_classes: None, freeze_epochs: 0 }
+    }
+}
+
+/// Which optimizer to build, in PyTorch's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// `torch.optim.AdamW` (decoupled weight decay), the default.
+    #[default]
+    AdamW,
+    /// `torch.optim.Adam` (L2 weight decay added to the gradient).
+    Adam,
+    /// `torch.optim.SGD` with momentum.
+    Sgd,
+}
+
+/// What the training guard does when a loss or gradient holds NaN or Inf (`train.on_nonfinite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NonFiniteAction {
+    /// Stop with [`TrainError::NonFinite`](crate::TrainError::NonFinite), the default.
+    #[default]
+    Stop,
+    /// Skip that optimizer step (gradients dropped, weights untouched) and go on.
+    Skip,
+}
+
+/// The `[optim]` section. Two parameter groups: the new head at `lr`, the backbone at
+/// `backbone_lr` (after any frozen epochs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimConfig {
+    /// `adamw` (default), `adam` or `sgd`.
+    pub optimizer: OptimizerKind,
+    /// Learning rate of the head (and of everything when the model has no separate head);
+    /// AdamW's default 1e-3.
+    pub lr: f64,
+    /// Learning rate of the backbone once unfrozen, 1e-4 by default (a tenth of the head's,
+    /// the usual fine-tuning ratio).
+    pub backbone_lr: f64,
+    /// Weight decay; AdamW's default 0.01.
+    pub weight_decay: f64,
+    /// SGD momentum (ignored by Adam/AdamW); 0.9.
+    pub momentum: f64,
+    /// Adam/AdamW `betas`; PyTorch's `(0.9, 0.999)`.
+    pub betas: [f64; 2],
+    /// Epochs of linear warm-up from 0 to the group lrs before the scheduler takes over.
+    pub warmup_epochs: usize,
+}
+
+impl Default for OptimConfig {
+    fn default() -> Self {
+        OptimConfig {
+            optimizer: OptimizerKind::AdamW,
+            lr: 1e-3,
+            backbone_lr: 1e-4,
+            weight_decay: 0.01,
+            momentum: 0.9,
+            betas: [0.9, 0.999],
+            warmup_epochs: 0,
+        }
+    }
+}
+
+/// The `[scheduler]` section: `kind` picks the schedule, the other fields are its parameters
+/// with `torch.optim.lr_scheduler`'s defaults. Parameters of another kind are unknown fields.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SchedulerConfig {
+    /// Constant learning rate.
+    None,
+    /// `StepLR`: multiply by `gamma` every `step_size` epochs.
+    Step {
+        /// Epochs between decays; 30 (torchvision's classification recipe).
+        #[serde(default = "default_step_size")]
+        step_size: usize,
+        /// Decay factor; 0.1.
+        #[serde(default = "default_gamma")]
+        gamma: f64,
+    },
+    /// `MultiStepLR`: multiply by `gamma` at each epoch in `milestones`.
+    MultiStep {
+        /// Increasing epochs at which to decay (at least one).
+        #[serde(default)]
+        milestones: Vec<usize>,
+        /// Decay factor; 0.1.
+        #[serde(default = "default_gamma")]
+        gamma: f64,
+    },
+    /// `CosineAnnealingLR` with `T_max` = the epochs after warm-up, down to `eta_min`. The default.
+    Cosine {
+        /// Final learning rate; 0.
+        #[serde(default)]
+        eta_min: f64,
+    },
+    /// `OneCycleLR` stepped per batch, peaking at the group lrs; it has its own warm-up.
+    OneCycle {
+        /// Fraction of the steps spent rising; 0.3.
+        #[serde(default = "default_pct_start")]
+        pct_start: f64,
+        /// Initial lr = max lr / `div_factor`; 25.
+        #[serde(default = "default_div_factor")]
+        div_factor: f64,
+        /// Final lr = initial lr / `final_div_factor`; 1e4.
+        #[serde(default = "default_final_div_factor")]
+        final_div_factor: f64,
+    },
+}
+
+fn default_step_size() -> usize {
+    30
+}
+fn default_gamma() -> f64 {
+    0.1
+}
+fn default_pct_start() -> f64 {
+    0.3
+}
+fn default_div_factor() -> f64 {
+    25.0
+}
+fn default_final_div_factor() -> f64 {
+    1e4
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig::Cosine { eta_min: 0.0 }
+    }
+}
+
+impl SchedulerConfig {
+    /// The `kind` string as written in TOML (`cosine`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SchedulerConfig::None => "none",
+            SchedulerConfig::Step { .. } => "step",
+            SchedulerConfig::MultiStep { .. } => "multistep",
+            SchedulerConfig::Cosine { .. } => "cosine",
+            SchedulerConfig::OneCycle { .. } => "onecycle",
+        }
+    }
+}
+
+/// The `[train]` section: the loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoopConfig {
+    /// Epochs to train; 10.
+    pub epochs: usize,
+    /// Images per batch (per optimizer step divided by `accumulation_steps`); 32.
+    pub batch_size: usize,
+    /// Seed for `seed_everything`, the split, shuffling and augmentation; 0.
+    pub seed: u64,
+    /// Mixed precision: fp16 autocast with a GradScaler on CUDA, bf16 autocast on CPU.
+    pub amp: bool,
+    /// `CrossEntropyLoss(label_smoothing=...)`; 0.
+    pub label_smoothing: f64,
+    /// Max total gradient norm (`clip_grad_norm_`); `None` does not clip.
+    pub grad_clip: Option<f64>,
+    /// Batches whose gradients add up before each optimizer step; 1.
+    pub accumulation_steps: usize,
+    /// Stop after this many epochs without a better validation accuracy; `None` never stops early.
+    pub early_stopping_patience: Option<usize>,
+    /// The k of the top-k accuracy reported beside top-1; 5 (clamped to the class count).
+    pub top_k: usize,
+    /// Steps between reads of the running loss back to the host (progress display); 50.
+    pub log_interval: usize,
+    /// What a non-finite loss or gradient does: `stop` training with an error naming the step,
+    /// lr and parameter (the default), or `skip` that optimizer step.
+    pub on_nonfinite: NonFiniteAction,
+    /// Cross-entropy class weights: `"none"`, `"balanced"` or one weight per class.
+    pub class_weights: ClassWeights,
+    /// Also save `checkpoints/last` every this many optimizer steps, mid-epoch (a run killed
+    /// or interrupted resumes at the exact batch); `None` saves after every epoch only.
+    pub checkpoint_every_steps: Option<u64>,
+    /// When a finished run is resumed with more epochs: `continue` the schedule over the new
+    /// length (the default) or `restart` it over the added epochs.
+    pub extend_schedule: ExtendSchedule,
+    /// `auto`, `cpu`, `cuda` or `cuda:N`.
+    pub device: String,
+    /// Parent folder of the run folders (`runs/exp_001`, ...).
+    pub out_dir: PathBuf,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig {
+            epochs: 10,
+            batch_size: 32,
+            seed: 0,
+            amp: false,
+            label_smoothing: 0.0,
+            grad_clip: None,
+            accumulation_steps: 1,
+            early_stopping_patience: None,
+            top_k: 5,
+            log_interval: 50,
+            on_nonfinite: NonFiniteAction::Stop,
+            class_weights: ClassWeights::default(),
+            checkpoint_every_steps: None,
+            extend_schedule: ExtendSchedule::Continue,
+            device: "auto".to_string(),
+            out_dir: PathBuf::from("runs"),
+        }
+    }
+}
+
+impl LoopConfig {
+    /// [`device`](Self::device) parsed (`auto` is resolved later, by
+    /// [`DeviceSpec::resolve`]); an error naming `train.device` when it does not parse.
+    pub fn device_spec(&self) -> Result<DeviceSpec> {
+        self.device.parse::<DeviceSpec>().map_err(|e| TrainError::InvalidConfig {
+            field: "train.device".to_string(),
+            value: format!("{:?}", self.device),
+            reason: e.to_string(),
+        })
+    }
+}
+
+impl TrainConfig {
+    /// Reads a TOML config file. Does not [`validate`](Self::validate): apply overrides first.
+    /// Errors name the file, and the line and column where the parser knows them.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses TOML text (errors name `<string>` as the file).
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        Self::parse(text, Path::new("<string>"))
+    }
+
+    fn parse(text: &str, path: &Path) -> Result<Self> {
+        toml::from_str(text).map_err(|e| {
+            let (line, column) = match e.span() {
+                Some(span) => {
+                    let before = &text[..span.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                    (Some(line), Some(column))
+                }
+                None => (None, None),
+            };
+            TrainError::ConfigParse { path: path.to_path_buf(), line, column, message: one_line(e.message()) }
+        })
+    }
+
+    /// The config as TOML, every field written out (a `None` is left out), for `config.toml`
+    /// in the run folder. [`from_toml_str`](Self::from_toml_str) reads it back to an equal config.
+    ///
+    /// # Panics
+    /// When a path is not valid UTF-8 (TOML has no way to write it); [`validate`](Self::validate)
+    /// rejects such configs.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a TrainConfig always serializes to TOML")
+    }
+
+    /// Writes [`to_toml`](Self::to_toml) to `path`.
+    pub fn write_toml_file(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        std::fs::write(path, self.to_toml()).map_err(|e| TrainError::io(path, e))
+    }
+}
+
+/// A parser message on one line (TOML's syntax errors span several).
+pub(crate) fn one_line(message: &str) -> String {
+    message.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+}

@@ -1,0 +1,244 @@
+//! [`TrainConfig::validate`]: every value training depends on, checked before any work, with
+//! errors naming the field, its value and why.
+
+use super::{ClassWeights, SchedulerConfig, TrainConfig};
+
+/// The largest `data.image_size`: 8K pixels a side (a 3-channel float image of 768 MiB).
+pub const MAX_IMAGE_SIZE: u32 = 8192;
+/// The most loader threads.
+pub const MAX_WORKERS: usize = 256;
+/// The most classes a head may have.
+pub const MAX_CLASSES: usize = 1_000_000;
+/// The largest batch of float32 inputs, in bytes (64 GiB): larger is a typo, not a plan.
+pub const MAX_BATCH_BYTES: u128 = 64 << 30;
+use crate::error::{Result, TrainError};
+
+impl TrainConfig {
+    /// Checks every value training depends on; the error names the first invalid field,
+    /// its value and why. Call after all overrides.
+    pub fn validate(&self) -> Result<()> {
+        fn invalid(field: &str, value: impl ToString, reason: &str) -> Result<()> {
+            Err(TrainError::InvalidConfig {
+                field: field.to_string(),
+                value: value.to_string(),
+                reason: reason.to_string(),
+            })
+        }
+        fn positive(field: &str, v: f64) -> Result<()> {
+            if v > 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                invalid(field, v, "must be a finite number greater than 0")
+            }
+        }
+        fn non_negative(field: &str, v: f64) -> Result<()> {
+            if v >= 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                invalid(field, v, "must be a finite number of at least 0")
+            }
+        }
+        fn fraction(field: &str, v: f64) -> Result<()> {
+            if (0.0..1.0).contains(&v) {
+                Ok(())
+            } else {
+                invalid(field, v, "must be in [0, 1)")
+            }
+        }
+        let (d, m, o, t) = (&self.data, &self.model, &self.optim, &self.train);
+        self.check_paths_are_utf8()?;
+
+        if d.root.as_os_str().is_empty() {
+            invalid("data.root", "\"\"", "must name the dataset folder")?;
+        }
+        if d.image_size == 0 {
+            invalid("data.image_size", 0, "must be at least 1 pixel")?;
+        }
+        if d.image_size > MAX_IMAGE_SIZE {
+            invalid("data.image_size", d.image_size, &format!("must be at most {MAX_IMAGE_SIZE} pixels"))?;
+        }
+        if d.workers > MAX_WORKERS {
+            invalid("data.workers", d.workers, &format!("must be at most {MAX_WORKERS} threads"))?;
+        }
+        if !(d.val_fraction > 0.0 && d.val_fraction < 1.0) {
+            invalid("data.val_fraction", d.val_fraction, "must be in (0, 1)")?;
+        }
+        if !(d.min_crop_scale > 0.0 && d.min_crop_scale <= 1.0) {
+            invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
+        }
+
+        if torchlight_nn::architecture(&m.name).is_none() {
+            invalid(
+                "model.name",
+                &m.name,
+                &format!("unknown model; expected one of {}", torchlight_nn::architecture_names().join(", ")),
+            )?;
+        }
+        if let Some(n) = m.num_classes {
+            if n < 2 {
+                invalid("model.num_classes", n, "a classifier needs at least 2 classes")?;
+            }
+            if n > MAX_CLASSES {
+                invalid("model.num_classes", n, &format!("must be at most {MAX_CLASSES}"))?;
+            }
+        }
+        if m.freeze_epochs > t.epochs {
+            invalid(
+                "model.freeze_epochs",
+                m.freeze_epochs,
+                &format!("is more than train.epochs ({}), so the backbone would never unfreeze", t.epochs),
+            )?;
+        }
+
+        positive("optim.lr", o.lr)?;
+        positive("optim.backbone_lr", o.backbone_lr)?;
+        non_negative("optim.weight_decay", o.weight_decay)?;
+        fraction("optim.momentum", o.momentum)?;
+        for b in o.betas {
+            if !(0.0..1.0).contains(&b) {
+                invalid("optim.betas", format!("{:?}", o.betas), "each beta must be in [0, 1)")?;
+            }
+        }
+        if o.warmup_epochs >= t.epochs && o.warmup_epochs > 0 {
+            invalid(
+                "optim.warmup_epochs",
+                o.warmup_epochs,
+                &format!("must be less than train.epochs ({})", t.epochs),
+            )?;
+        }
+
+        match &self.scheduler {
+            SchedulerConfig::None => {}
+            SchedulerConfig::Step { step_size, gamma } => {
+                if *step_size == 0 {
+                    invalid("scheduler.step_size", step_size, "must be at least 1 epoch")?;
+                }
+                decay("scheduler.gamma", *gamma)?;
+            }
+            SchedulerConfig::MultiStep { milestones, gamma } => {
+                if milestones.is_empty() {
+                    invalid("scheduler.milestones", "[]", "must list at least one epoch")?;
+                }
+                if milestones.windows(2).any(|w| w[0] >= w[1]) {
+                    invalid(
+                        "scheduler.milestones",
+                        format!("{milestones:?}"),
+                        "must be strictly increasing",
+                    )?;
+                }
+                decay("scheduler.gamma", *gamma)?;
+            }
+            SchedulerConfig::Cosine { eta_min } => non_negative("scheduler.eta_min", *eta_min)?,
+            SchedulerConfig::OneCycle { pct_start, div_factor, final_div_factor } => {
+                if !(*pct_start > 0.0 && *pct_start < 1.0) {
+                    invalid("scheduler.pct_start", pct_start, "must be in (0, 1)")?;
+                }
+                positive("scheduler.div_factor", *div_factor)?;
+                positive("scheduler.final_div_factor", *final_div_factor)?;
+                if o.warmup_epochs > 0 {
+                    invalid(
+                        "optim.warmup_epochs",
+                        o.warmup_epochs,
+                        "must be 0 with the onecycle scheduler, which warms up by itself (pct_start)",
+                    )?;
+                }
+            }
+        }
+
+        if t.epochs == 0 {
+            invalid("train.epochs", 0, "must be at least 1")?;
+        }
+        if t.batch_size == 0 {
+            invalid("train.batch_size", 0, "must be at least 1")?;
+        }
+        // One batch of float32 images, the first allocation that grows with both settings.
+        let bytes = t.batch_size as u128 * 3 * 4 * (d.image_size as u128).pow(2);
+        if bytes > MAX_BATCH_BYTES {
+            invalid(
+                "train.batch_size",
+                t.batch_size,
+                &format!(
+                    "one batch of {0} images of {1}x{1} pixels would take {2:.1} GiB as float32 (the limit is {3} GiB): lower train.batch_size or data.image_size",
+                    t.batch_size,
+                    d.image_size,
+                    bytes as f64 / (1u64 << 30) as f64,
+                    MAX_BATCH_BYTES >> 30
+                ),
+            )?;
+        }
+        if let ClassWeights::Given(w) = &t.class_weights {
+            if w.is_empty() || w.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                invalid(
+                    "train.class_weights",
+                    format!("{w:?}"),
+                    "must be \"none\", \"balanced\" or one finite, non-negative weight per class",
+                )?;
+            }
+        }
+        if t.checkpoint_every_steps == Some(0) {
+            invalid(
+                "train.checkpoint_every_steps",
+                0,
+                "must be at least 1 step (leave it out to save after each epoch only)",
+            )?;
+        }
+        fraction("train.label_smoothing", t.label_smoothing)?;
+        if let Some(c) = t.grad_clip {
+            positive("train.grad_clip", c)?;
+        }
+        if t.accumulation_steps == 0 {
+            invalid("train.accumulation_steps", 0, "must be at least 1")?;
+        }
+        if t.early_stopping_patience == Some(0) {
+            invalid(
+                "train.early_stopping_patience",
+                0,
+                "must be at least 1 epoch (leave it out to never stop early)",
+            )?;
+        }
+        if t.top_k == 0 {
+            invalid("train.top_k", 0, "must be at least 1")?;
+        }
+        if t.log_interval == 0 {
+            invalid("train.log_interval", 0, "must be at least 1 step")?;
+        }
+        t.device_spec()?;
+        if t.out_dir.as_os_str().is_empty() {
+            invalid("train.out_dir", "\"\"", "must name the folder that holds run folders")?;
+        }
+        Ok(())
+    }
+}
+
+impl TrainConfig {
+    /// TOML strings are UTF-8, so a path that is not cannot be written to `config.toml`.
+    pub(crate) fn check_paths_are_utf8(&self) -> Result<()> {
+        let paths = [
+            ("data.root", Some(&self.data.root)),
+            ("model.pretrained", self.model.pretrained.as_ref()),
+            ("train.out_dir", Some(&self.train.out_dir)),
+        ];
+        for (field, path) in paths {
+            if let Some(p) = path.filter(|p| p.to_str().is_none()) {
+                return Err(TrainError::InvalidConfig {
+                    field: field.to_string(),
+                    value: format!("{p:?}"),
+                    reason: "is not valid UTF-8, so config.toml cannot record it".to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn decay(field: &str, gamma: f64) -> Result<()> {
+    if gamma > 0.0 && gamma <= 1.0 {
+        Ok(())
+    } else {
+        Err(TrainError::InvalidConfig {
+            field: field.to_string(),
+            value: gamma.to_string(),
+            reason: "must be in (0, 1]".to_string(),
+        })
+    }
+}

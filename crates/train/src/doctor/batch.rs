@@ -1,0 +1,117 @@
+//! Stage 2 of the doctor: one batch through the model at initialisation.
+
+use super::{Finding, Status};
+use crate::guard;
+use serde_json::json;
+use tch::nn::ModuleT;
+use tch::{Kind, Tensor};
+use torchlight_nn::{CrossEntropyLoss, Module, ResNet};
+use torchlight_tensor::{no_grad, summary};
+
+/// Stage 2: one batch `x` `[N, 3, S, S]`, `y` `[N]` through `model` at initialisation (training
+/// mode, no grad): finite inputs, labels in range, output shape `[N, num_classes]`, finite
+/// features and logits, and a loss near ln(num_classes).
+pub fn check_batch(model: &dyn Module, x: &Tensor, y: &Tensor, num_classes: usize) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let s = summary(x);
+    findings.push(if s.nan + s.inf > 0 {
+        Finding::new(
+            2,
+            "finite_inputs",
+            Status::Fail,
+            format!("the batch {:?} holds {} NaN and {} Inf values", s.shape, s.nan, s.inf),
+        )
+        .fix("check the files and the transforms (a Normalize std of 0, a bad decode)")
+    } else {
+        Finding::new(
+            2,
+            "finite_inputs",
+            Status::Pass,
+            format!(
+                "batch {:?}: min {:.3} max {:.3} mean {:.3}",
+                s.shape,
+                s.min.unwrap_or(0.0),
+                s.max.unwrap_or(0.0),
+                s.mean.unwrap_or(0.0)
+            ),
+        )
+    });
+    let (lo, hi) = (y.min().int64_value(&[]), y.max().int64_value(&[]));
+    let bad_labels = lo < 0 || hi >= num_classes as i64;
+    findings.push(
+        Finding::new(
+            2,
+            "batch_labels",
+            if bad_labels { Status::Fail } else { Status::Pass },
+            format!("labels in [{lo}, {hi}] for {num_classes} outputs"),
+        )
+        .fix(format!(
+            "labels must lie in [0, {}]: set model.num_classes to the class count",
+            num_classes as i64 - 1
+        )),
+    );
+    if bad_labels {
+        return findings;
+    }
+    let _guard = no_grad();
+    // A ResNet's backbone features are checked apart from its head; other models end to end.
+    let (features, logits) = match model.as_any().downcast_ref::<ResNet>() {
+        Some(resnet) => {
+            let features = resnet.features_t(x, true);
+            let logits = resnet.fc.forward_t(&features, true);
+            (Some(features), logits)
+        }
+        None => (None, model.forward_t(x, true)),
+    };
+    let logits = logits.to_kind(Kind::Float);
+    let shape = logits.size();
+    let n = x.size()[0];
+    findings.push(
+        Finding::new(
+            2,
+            "output_shape",
+            if shape == [n, num_classes as i64] { Status::Pass } else { Status::Fail },
+            format!("logits {shape:?}, expected [{n}, {num_classes}]"),
+        )
+        .fix("replace the head with num_classes outputs (ResNet::replace_fc)"),
+    );
+    let f_ok = features.as_ref().is_none_or(guard::is_all_finite);
+    let l_ok = guard::is_all_finite(&logits);
+    findings.push(
+        Finding::new(
+            2,
+            "finite_activations",
+            if f_ok && l_ok { Status::Pass } else { Status::Fail },
+            match (f_ok, l_ok) {
+                (true, true) if features.is_some() => "backbone features and logits are finite".to_string(),
+                (true, true) => "the outputs are finite".to_string(),
+                (false, _) => "the backbone features hold NaN/Inf".to_string(),
+                (true, false) => "the logits hold NaN/Inf (the head)".to_string(),
+            },
+        )
+        .fix("check the weights (a NaN in a checkpoint) and the input scale"),
+    );
+    if !(f_ok && l_ok) {
+        return findings;
+    }
+    let loss = CrossEntropyLoss::new().forward(&logits, y).map(|l| l.double_value(&[])).unwrap_or(f64::NAN);
+    let expected = (num_classes as f64).ln();
+    let status = if !loss.is_finite() {
+        Status::Fail
+    } else if (loss - expected).abs() > (0.5 * expected).max(0.5) {
+        Status::Warn
+    } else {
+        Status::Pass
+    };
+    findings.push(
+        Finding::new(
+            2,
+            "initial_loss",
+            status,
+            format!("loss {loss:.4} at init, ln({num_classes}) = {expected:.4}"),
+        )
+        .fix("the new head starts too confident: initialise it with small weights and a zero bias")
+        .data(json!({ "loss": loss, "expected": expected })),
+    );
+    findings
+}

@@ -1,0 +1,227 @@
+//! `torchlight doctor`: the seed documents' "why does my model not train" checklist, run in
+//! order, cheapest first: (1) the data, (2) one batch through the model, (3) overfitting one
+//! batch, (4) a short real run. Each check gives a [`Finding`]: PASS / WARN / FAIL, the figure
+//! it measured and one suggested fix.
+
+mod batch;
+mod data;
+mod overfit;
+mod short_run;
+
+pub use batch::check_batch;
+pub use data::check_data;
+pub use overfit::overfit_batch;
+pub use short_run::{short_run, stall_finding};
+
+use crate::config::TrainConfig;
+use crate::error::{Result, TrainError};
+use crate::recipe::{build_model, eval_transform, loader, model_architecture, open_splits};
+use crate::trainer::{Batch, StepConfig};
+use serde::Serialize;
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use torchlight_data::Subset;
+use torchlight_tensor::seed_everything;
+use torchlight_vision::ImageFolder;
+
+/// The verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    /// Nothing wrong.
+    Pass,
+    /// Not run, because an earlier check failed.
+    Skip,
+    /// Suspicious; training may still work.
+    Warn,
+    /// Training will not work as set up.
+    Fail,
+}
+
+impl Status {
+    /// `PASS`, `SKIP`, `WARN`, `FAIL`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Skip => "SKIP",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// 1 data, 2 one batch, 3 overfit one batch, 4 short run.
+    pub stage: u8,
+    /// A stable name (`class_balance`, `split_leak`, `grad_flow`, ...).
+    pub check: &'static str,
+    /// The verdict.
+    pub status: Status,
+    /// What was measured, in words and numbers.
+    pub figure: String,
+    /// One suggested fix, when the status is not PASS.
+    pub fix: Option<String>,
+    /// The measurements as data (for `--json`).
+    pub data: Value,
+}
+
+impl Finding {
+    pub(crate) fn new(stage: u8, check: &'static str, status: Status, figure: impl Into<String>) -> Self {
+        Finding { stage, check, status, figure: figure.into(), fix: None, data: Value::Null }
+    }
+
+    pub(crate) fn fix(mut self, fix: impl Into<String>) -> Self {
+        if self.status != Status::Pass {
+            self.fix = Some(fix.into());
+        }
+        self
+    }
+
+    pub(crate) fn data(mut self, data: Value) -> Self {
+        self.data = data;
+        self
+    }
+}
+
+/// Every finding of a doctor run, in checklist order.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DoctorReport {
+    /// The findings.
+    pub findings: Vec<Finding>,
+}
+
+impl DoctorReport {
+    /// The finding of `check` (the first, if several).
+    pub fn get(&self, check: &str) -> Option<&Finding> {
+        self.findings.iter().find(|f| f.check == check)
+    }
+
+    /// The worst status of all findings (PASS for an empty report).
+    pub fn worst(&self) -> Status {
+        self.findings.iter().map(|f| f.status).max().unwrap_or(Status::Pass)
+    }
+
+    /// One block per finding: `[stage] STATUS check: figure`, then `fix: ...`.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for f in &self.findings {
+            let _ = writeln!(out, "[{}] {:4}  {}: {}", f.stage, f.status.label(), f.check, f.figure);
+            if let Some(fix) = &f.fix {
+                let _ = writeln!(out, "          fix: {fix}");
+            }
+        }
+        out
+    }
+}
+
+/// Bounds and thresholds of a doctor run.
+#[derive(Debug, Clone)]
+pub struct DoctorOptions {
+    /// Optimizer steps of the overfit-one-batch check; 60.
+    pub overfit_steps: usize,
+    /// The overfit check passes once the batch's loss is below this; 0.1.
+    pub overfit_loss: f64,
+    /// Steps of the short real run; 30.
+    pub run_steps: usize,
+    /// Largest-to-smallest class count ratio above which a split is imbalanced; 3.
+    pub imbalance_ratio: f64,
+    /// Share of step time spent waiting for data above which the run is data-starved; 0.6
+    /// (the seed's "accelerator below 40% busy").
+    pub stall_share: f64,
+    /// A layer whose gradient norm stays below this vanishes; 1e-7.
+    pub vanishing_norm: f64,
+    /// A layer whose gradient norm exceeds this explodes; 1e3.
+    pub exploding_norm: f64,
+}
+
+impl Default for DoctorOptions {
+    fn default() -> Self {
+        DoctorOptions {
+            overfit_steps: 60,
+            overfit_loss: 0.1,
+            run_steps: 30,
+            imbalance_ratio: 3.0,
+            stall_share: 0.6,
+            vanishing_norm: 1e-7,
+            exploding_norm: 1e3,
+        }
+    }
+}
+
+/// The training step every stage uses: the config's AMP, accumulation, clipping and
+/// non-finite policy, as `torchlight train` would run it.
+pub(crate) fn step_config(config: &TrainConfig) -> StepConfig {
+    let t = &config.train;
+    StepConfig {
+        amp: t.amp,
+        accumulation: t.accumulation_steps,
+        grad_clip: t.grad_clip,
+        on_nonfinite: t.on_nonfinite,
+        ..StepConfig::default()
+    }
+}
+
+/// Runs the whole checklist for `config` (its data root, model, optimizer, batch and image
+/// size, device). Later stages are SKIPped when an earlier one failed in a way that would make
+/// them meaningless (too few classes, unreadable files, labels out of range, non-finite
+/// forward).
+pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorReport> {
+    config.validate()?;
+    let device = config.train.device_spec()?.resolve()?;
+    let mut report = DoctorReport { findings: check_data(config, options)? };
+    if report.worst() == Status::Fail {
+        report.findings.push(skipped(2, "one batch, overfit and short run not run: fix the data first"));
+        return Ok(report);
+    }
+    let splits = open_splits(config)?;
+    let num_classes = config.model.num_classes.unwrap_or(splits.classes.len());
+    let head = model_architecture(config)?.head;
+    // One fixed batch without augmentation: the training images through the eval transform.
+    let size = config.data.image_size as usize;
+    let plain = ImageFolder::new(config.data.train_dir())?.with_transform(eval_transform(size));
+    let n = torchlight_data::Dataset::len(&plain);
+    let plain = Subset::new(Arc::new(plain), (0..n).collect())?;
+    let mut plain_loader = loader(plain, config, true, device)?;
+    let batch = plain_loader.epoch(0).next().ok_or_else(|| TrainError::InvalidConfig {
+        field: "data.root".into(),
+        value: config.data.root.display().to_string(),
+        reason: "train/ yields no batch".into(),
+    })??;
+    let (x, y) = batch.to_device(device);
+
+    seed_everything(config.train.seed);
+    let model = build_model(config, num_classes, device)?;
+    let batch = check_batch(model.as_ref(), &x, &y, num_classes);
+    let fatal = batch.iter().any(|f| f.status == Status::Fail);
+    report.findings.extend(batch);
+    if fatal {
+        report.findings.push(skipped(3, "overfit and short run not run: fix the batch first"));
+        return Ok(report);
+    }
+
+    seed_everything(config.train.seed);
+    let model = build_model(config, num_classes, device)?;
+    report.findings.push(overfit_batch(model.as_ref(), head, &(x, y), config, options)?);
+
+    seed_everything(config.train.seed);
+    let model = build_model(config, num_classes, device)?;
+    // Enough epochs for `run_steps` batches, each from its own loader so the batches stream
+    // lazily and the wait for each one is measured as training sees it.
+    let first = loader(splits.train, config, true, device)?;
+    let epochs = options.run_steps.div_ceil(first.len().max(1)).max(1);
+    let mut loaders = vec![first];
+    for _ in 1..epochs {
+        loaders.push(loader(open_splits(config)?.train, config, true, device)?);
+    }
+    let batches = loaders.iter_mut().enumerate().flat_map(|(e, l)| l.epoch(e as u64));
+    let batches = batches.map(|b| b.map_err(TrainError::from));
+    report.findings.extend(short_run(model.as_ref(), head, batches, config, device, options)?);
+    Ok(report)
+}
+
+fn skipped(stage: u8, why: &str) -> Finding {
+    Finding::new(stage, "skipped", Status::Skip, why)
+}

@@ -1,0 +1,212 @@
+//! The recipe's data: torchvision's train/eval transforms, the ImageFolder splits (checked
+//! before training starts), and their loaders.
+
+use crate::config::{ClassWeights, ClassWeightsKind, SamplerKind, TrainConfig};
+use crate::error::{Result, TrainError};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tch::{Device, Kind, Tensor};
+use torchlight_data::{DataLoader, DefaultCollate, Subset, WeightedRandomSampler};
+use torchlight_vision::{
+    CenterCrop, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize,
+    SplitFolders, ToTensor, IMAGENET_MEAN, IMAGENET_STD,
+};
+
+/// An image split as the loaders see it.
+pub type Split = Subset<ImageFolder>;
+/// The loader of an image split: `(images [N, 3, S, S], labels [N])` batches.
+pub type Loader = DataLoader<Split, DefaultCollate>;
+
+/// torchvision's training preset: RandomResizedCrop, horizontal flip, ToTensor, ImageNet
+/// normalisation. `min_scale` is RandomResizedCrop's lower area bound (torchvision: 0.08).
+pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
+    Compose::default()
+        .then(RandomResizedCrop::new(image_size).with_scale(min_scale, 1.0))
+        .then(RandomHorizontalFlip::default())
+        .then(ToTensor)
+        .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+}
+
+/// The shorter side evaluation resizes to before the centre crop: `size * 256 / 224`, as
+/// torchvision's presets (256 for 224).
+pub fn eval_resize(image_size: usize) -> usize {
+    image_size * 256 / 224
+}
+
+/// torchvision's evaluation preset: resize the shorter side to [`eval_resize`], centre crop,
+/// ToTensor, ImageNet normalisation.
+pub fn eval_transform(image_size: usize) -> Compose {
+    Compose::default()
+        .then(Resize::new(eval_resize(image_size)))
+        .then(CenterCrop::new(image_size))
+        .then(ToTensor)
+        .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+}
+
+/// The splits of a data root and their class names: `train/`, `val/` (or a seeded stratified
+/// part of `train/` when there is no `val/`) and the optional `test/`.
+pub struct Splits {
+    /// Training images, with the augmenting transform.
+    pub train: Split,
+    /// Validation images, with the evaluation transform.
+    pub val: Split,
+    /// Test images, with the evaluation transform.
+    pub test: Option<Split>,
+    /// Class names, sorted as torchvision's ImageFolder sorts them.
+    pub classes: Vec<String>,
+}
+
+impl Splits {
+    /// The class index of every training image, in split order.
+    pub fn train_targets(&self) -> Vec<i64> {
+        let samples = self.train.dataset().samples();
+        self.train.indices().iter().map(|&i| samples[i].1).collect()
+    }
+}
+
+fn all(folder: ImageFolder) -> Result<Split> {
+    let n = torchlight_data::Dataset::len(&folder);
+    Ok(Subset::new(Arc::new(folder), (0..n).collect())?)
+}
+
+/// Opens the data root of `config` as [`Splits`]. Refuses data a classifier cannot learn from
+/// (fewer than two classes) and checks the header of every image of every split, so that a
+/// bad file stops the run before its first epoch (naming the files), not after it.
+pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
+    let root = &config.data.root;
+    let size = config.data.image_size as usize;
+    let folders = SplitFolders::open(root)?;
+    let classes = folders.train.classes().to_vec();
+    if classes.len() < 2 {
+        return Err(TrainError::InvalidConfig {
+            field: "data.root".into(),
+            value: root.display().to_string(),
+            reason: format!(
+                "train/ has {} class folder{} ({}): a classifier needs at least 2 classes",
+                classes.len(),
+                if classes.len() == 1 { "" } else { "s" },
+                classes.join(", ")
+            ),
+        });
+    }
+    let mut bad = Vec::new();
+    for folder in [Some(&folders.train), folders.val.as_ref(), folders.test.as_ref()].into_iter().flatten() {
+        bad.extend(unreadable_headers(folder));
+    }
+    if !bad.is_empty() {
+        let shown: Vec<String> = bad.iter().take(5).map(|(p, e)| format!("{} ({e})", p.display())).collect();
+        return Err(TrainError::InvalidConfig {
+            field: "data.root".into(),
+            value: root.display().to_string(),
+            reason: format!(
+                "{} image{} cannot be read: {}{}; delete or re-export them (torchlight doctor lists them all)",
+                bad.len(),
+                if bad.len() == 1 { "" } else { "s" },
+                shown.join("; "),
+                if bad.len() > 5 { "; ..." } else { "" }
+            ),
+        });
+    }
+    let test = folders.test.map(|t| all(t.with_transform(eval_transform(size)))).transpose()?;
+    let (train, val) = match folders.val {
+        Some(val) => (
+            all(folders.train.with_transform(train_transform(size, config.data.min_crop_scale)))?,
+            all(val.with_transform(eval_transform(size)))?,
+        ),
+        None => {
+            let targets = folders.train.targets();
+            let fraction = config.data.val_fraction;
+            let parts = torchlight_data::stratified_split_indices(
+                &targets,
+                &[1.0 - fraction, fraction][..],
+                config.train.seed,
+            )?;
+            let train_dir = config.data.train_dir();
+            let train = ImageFolder::new(&train_dir)?
+                .with_transform(train_transform(size, config.data.min_crop_scale));
+            let val = ImageFolder::new(&train_dir)?.with_transform(eval_transform(size));
+            (Subset::new(Arc::new(train), parts[0].clone())?, Subset::new(Arc::new(val), parts[1].clone())?)
+        }
+    };
+    Ok(Splits { train, val, test, classes })
+}
+
+/// The files of `folder` whose image header cannot be read (format and size), with why.
+fn unreadable_headers(folder: &ImageFolder) -> Vec<(PathBuf, String)> {
+    folder
+        .samples()
+        .iter()
+        .filter_map(|(path, _)| {
+            let reader = image::ImageReader::open(path).and_then(|r| r.with_guessed_format());
+            let result = match reader {
+                Ok(r) => r.into_dimensions().map(|_| ()).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            result.err().map(|e| (path.clone(), e))
+        })
+        .collect()
+}
+
+/// A loader over `split`: shuffled (or class-balanced with `data.sampler = "weighted"`) with
+/// the ragged last batch dropped for training, in order for evaluation; pinned memory on CUDA.
+pub fn loader(split: Split, config: &TrainConfig, train: bool, device: Device) -> Result<Loader> {
+    let batch = config.train.batch_size;
+    let n = torchlight_data::Dataset::len(&split);
+    let weighted = train && config.data.sampler == SamplerKind::Weighted;
+    let sampler = if weighted {
+        let samples = split.dataset().samples();
+        let labels: Vec<i64> = split.indices().iter().map(|&i| samples[i].1).collect();
+        let weights = WeightedRandomSampler::balancing_weights(&labels);
+        Some(WeightedRandomSampler::new(&weights, n, config.train.seed)?)
+    } else {
+        None
+    };
+    let mut builder = DataLoader::builder(split)
+        .batch_size(batch)
+        // A last batch of one image breaks BatchNorm in training mode, as in PyTorch.
+        .drop_last(train && n > batch)
+        .num_workers(config.data.workers)
+        .persistent_workers(config.data.workers > 0)
+        .pin_memory(device.is_cuda())
+        .seed(config.train.seed);
+    builder = match sampler {
+        Some(s) => builder.sampler(s),
+        None => builder.shuffle(train),
+    };
+    Ok(builder.build()?)
+}
+
+/// The cross-entropy class weights `train.class_weights` asks for, on `device`: none, the
+/// inverse class frequency of the training split (`n / (C * count)`, scikit-learn's
+/// "balanced"), or the given list, which must have one weight per class.
+pub fn class_weights(config: &TrainConfig, splits: &Splits, device: Device) -> Result<Option<Tensor>> {
+    let c = splits.classes.len();
+    let weights = match &config.train.class_weights {
+        ClassWeights::Named(ClassWeightsKind::None) => return Ok(None),
+        ClassWeights::Named(ClassWeightsKind::Balanced) => {
+            let targets = splits.train_targets();
+            let mut counts = vec![0usize; c];
+            for t in &targets {
+                counts[*t as usize] += 1;
+            }
+            let n = targets.len() as f64;
+            counts.iter().map(|&k| if k == 0 { 0.0 } else { n / (c as f64 * k as f64) }).collect()
+        }
+        ClassWeights::Given(w) => {
+            if w.len() != c {
+                return Err(TrainError::InvalidConfig {
+                    field: "train.class_weights".into(),
+                    value: format!("{w:?}"),
+                    reason: format!(
+                        "has {} weights for {c} classes ({})",
+                        w.len(),
+                        splits.classes.join(", ")
+                    ),
+                });
+            }
+            w.clone()
+        }
+    };
+    let w: Vec<f32> = weights.iter().map(|&v| v as f32).collect();
+    Ok(Some(Tensor::from_slice(&w).to_kind(Kind::Float).to_device(device)))
+}

@@ -1,0 +1,287 @@
+//! `fit` and `resume`: the classification recipe, a `TrainConfig` in; a trained, tested and
+//! checkpointed run folder out.
+
+use super::data::{class_weights, loader, open_splits, Loader, Splits};
+use super::model::{build_model, build_optimizer, build_scheduler, model_architecture, ModelCard};
+use crate::callbacks::{BackboneFinetuning, EarlyStopping};
+use crate::config::{ExtendSchedule, TrainConfig};
+use crate::error::{Result, TrainError};
+use crate::metrics::{ClassificationMetrics, ConfusionMatrixMetric, Metric, MetricsSummary, TopKAccuracy};
+use crate::plot::plot_confusion_matrix;
+use crate::progress::Progress;
+use crate::run_dir::RunDir;
+use crate::tasks::Classification;
+use crate::trainer::{Stage, StepConfig, Trainer};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+use tch::Device;
+use torchlight_checkpoint::Checkpoint;
+use torchlight_nn::Module;
+use torchlight_tensor::seed_everything;
+
+/// The config keys a resumed run may change: how long it trains and where, not what it learns.
+pub const RESUME_CHANGEABLE: &[&str] = &[
+    "train.epochs",
+    "train.device",
+    "train.extend_schedule",
+    "train.checkpoint_every_steps",
+    "train.log_interval",
+    "data.workers",
+];
+
+/// The numbers `summary.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// The run folder.
+    pub run_dir: PathBuf,
+    /// Best validation top-1 accuracy.
+    pub best_val_acc: f64,
+    /// The (1-based) epoch it was reached at.
+    pub best_epoch: u64,
+    /// Test top-1 accuracy of the best checkpoint, when there is a `test/` split.
+    pub test_acc: Option<f64>,
+    /// Test top-k accuracy.
+    pub test_topk_acc: Option<f64>,
+    /// Epochs completed.
+    pub epochs: u64,
+    /// Whether early stopping ended the run.
+    pub stopped_early: bool,
+    /// Wall time of this invocation, seconds.
+    pub seconds: f64,
+    /// Mean training throughput over this invocation's epochs.
+    pub train_images_per_s: f64,
+    /// Class names, in index order.
+    pub classes: Vec<String>,
+}
+
+/// Trains as `config` says in a new run folder under `config.train.out_dir`. Everything that
+/// can fail before training (the config, the data, the model and its weights) is checked
+/// before the folder is made, so a failed start leaves nothing behind.
+pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
+    config.validate()?;
+    let splits = open_splits(&config)?;
+    model_architecture(&config)?;
+    if let Some(w) = &config.model.pretrained {
+        if !w.is_file() {
+            return Err(TrainError::io(w, std::io::Error::from(std::io::ErrorKind::NotFound)));
+        }
+    }
+    let run = RunDir::create_next(&config.train.out_dir)?;
+    config.write_toml_file(run.config_path())?;
+    train_run(config, splits, run, None, 0, progress)
+}
+
+/// Continues the run in `run_dir` from its `last` checkpoint, exactly where it stopped (mid-
+/// epoch too), with its own config; `changes` (`("train.epochs", "20")`, ...) may change only
+/// the [`RESUME_CHANGEABLE`] keys. More epochs than a finished run had extend it; the lr
+/// schedule continues over the new length or restarts over the added epochs
+/// (`train.extend_schedule`), as the output says.
+pub fn resume(run_dir: &Path, changes: &[(String, String)], progress: &Progress) -> Result<RunSummary> {
+    let run = RunDir::open(run_dir)?;
+    let saved = TrainConfig::from_toml_file(run.config_path())?;
+    let mut config = saved.clone();
+    for (key, value) in changes {
+        config.set(key, value)?;
+    }
+    check_changes(&saved, &config)?;
+    config.validate()?;
+    let last = run.checkpoints_dir()?.join("last");
+    let checkpoint = Checkpoint::load(&last)?;
+    let card = ModelCard::from_checkpoint(&checkpoint)?;
+    let position = checkpoint.meta.progress;
+    drop(checkpoint);
+    let (done, target) = (position.epoch, config.train.epochs as u64);
+    if position.batch == 0 && done >= target {
+        return Err(TrainError::RunDir {
+            path: run.path().to_path_buf(),
+            reason: format!(
+                "the run has already trained {done} epochs (train.epochs = {target}): to train more, resume with more epochs (torchlight train --resume {} --epochs {})",
+                run.path().display(),
+                done + 5
+            ),
+        });
+    }
+    let mut schedule_start = card.schedule_start;
+    if target != saved.train.epochs as u64 {
+        let kind = config.scheduler.kind();
+        let how = if config.train.extend_schedule == ExtendSchedule::Restart && position.batch == 0 {
+            schedule_start = done;
+            format!(
+                "the {kind} schedule restarts over epochs {}-{target} (train.extend_schedule = \"restart\")",
+                done + 1
+            )
+        } else {
+            format!(
+                "the {kind} schedule is rebuilt for {target} epochs and continues from epoch {done} (set train.extend_schedule = \"restart\" for a fresh one)"
+            )
+        };
+        progress.line(&format!("changing the run from {} to {target} epochs: {how}", saved.train.epochs));
+    }
+    config.write_toml_file(run.config_path())?;
+    let splits = open_splits(&config)?;
+    let restart = schedule_start != card.schedule_start;
+    train_run(config, splits, run, Some((last, !restart)), schedule_start, progress)
+}
+
+fn check_changes(saved: &TrainConfig, config: &TrainConfig) -> Result<()> {
+    let (a, b) = (toml::Table::try_from(saved), toml::Table::try_from(config));
+    let (Ok(a), Ok(b)) = (a, b) else { return Ok(()) };
+    for (section, fields) in &b {
+        let Some(fields) = fields.as_table() else { continue };
+        for (field, value) in fields {
+            let key = format!("{section}.{field}");
+            let before = a.get(section).and_then(|s| s.get(field));
+            if before != Some(value) && !RESUME_CHANGEABLE.contains(&key.as_str()) {
+                return Err(TrainError::InvalidOverride {
+                    key,
+                    value: value.to_string(),
+                    reason: format!(
+                        "a resumed run keeps its config (it has {}); only {} may change: start a new run to change it",
+                        before.map_or("no value".to_string(), |v| v.to_string()),
+                        RESUME_CHANGEABLE.join(", ")
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The recipe proper: loaders, model, optimizer, schedule and task, a [`Trainer`] with the
+/// run folder's callbacks, then the test split on the best checkpoint and `summary.json`.
+fn train_run(
+    config: TrainConfig,
+    splits: Splits,
+    run: RunDir,
+    resume: Option<(PathBuf, bool)>,
+    schedule_start: u64,
+    progress: &Progress,
+) -> Result<RunSummary> {
+    let started = Instant::now();
+    let t = &config.train;
+    seed_everything(t.seed);
+    let device = t.device_spec()?.resolve()?;
+    let classes = splits.classes.clone();
+    let num_classes = config.model.num_classes.unwrap_or(classes.len());
+    if num_classes != classes.len() {
+        return Err(TrainError::InvalidConfig {
+            field: "model.num_classes".into(),
+            value: num_classes.to_string(),
+            reason: format!("the data has {} classes: {}", classes.len(), classes.join(", ")),
+        });
+    }
+    let mut task =
+        Classification::new(num_classes).with_label_smoothing(t.label_smoothing).with_top_k(t.top_k);
+    if let Some(w) = class_weights(&config, &splits, device)? {
+        task = task.with_class_weights(w);
+    }
+    let mut train_loader = loader(splits.train, &config, true, device)?;
+    let mut val_loader = loader(splits.val, &config, false, device)?;
+    let head = model_architecture(&config)?.head;
+    let model = build_model(&config, num_classes, device)?;
+    let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
+    let steps_per_epoch = train_loader.len().div_ceil(t.accumulation_steps);
+    let span = (t.epochs as u64).saturating_sub(schedule_start).max(1);
+    let scheduler = build_scheduler(&config, optimizer.as_mut(), steps_per_epoch, span)?;
+    let card = ModelCard { config: config.clone(), classes: classes.clone(), schedule_start };
+    let step = StepConfig {
+        amp: t.amp,
+        accumulation: t.accumulation_steps,
+        grad_clip: t.grad_clip,
+        on_nonfinite: t.on_nonfinite,
+        ..StepConfig::default()
+    };
+    let mut builder = Trainer::builder()
+        .device(device)
+        .epochs(t.epochs as u64)
+        .step_config(step)
+        .log_every(t.log_interval)
+        .data_seed(t.seed)
+        .progress(progress.clone())
+        .config(serde_json::to_value(&card).expect("the model card serialises"))
+        .callback(BackboneFinetuning::new(config.model.freeze_epochs as u64, head))
+        .run_dir(run.path());
+    if let Some(patience) = t.early_stopping_patience {
+        builder = builder.callback(EarlyStopping::new(patience));
+    }
+    if let Some(n) = t.checkpoint_every_steps {
+        builder = builder.checkpoint_every_n_steps(n);
+    }
+    if let Some((s, interval)) = scheduler {
+        builder = builder.lr_scheduler(s, interval);
+    }
+    if let Some((last, restore_scheduler)) = resume {
+        builder = builder.resume_from(last).restore_scheduler(restore_scheduler);
+    }
+    let mut trainer = builder.build()?;
+    let fitted =
+        trainer.fit(model.as_ref(), &task, optimizer.as_mut(), &mut train_loader, Some(&mut val_loader))?;
+
+    let (mut test_acc, mut test_topk_acc) = (None, None);
+    let best_dir = run.checkpoints_dir()?.join("best");
+    if let (Some(test), true) = (splits.test, best_dir.join("meta.json").is_file()) {
+        Checkpoint::load(&best_dir)?.restore_model(model.as_ref())?;
+        let mut test_loader = loader(test, &config, false, device)?;
+        let metrics = trainer.evaluate(model.as_ref(), &task, &mut test_loader, Stage::Test)?;
+        let confusion = metrics.find::<ConfusionMatrixMetric>().expect("test metrics hold it").matrix();
+        let topk = metrics.find::<TopKAccuracy>().expect("test metrics hold it").compute()[0].clone();
+        plot_confusion_matrix(&confusion, &classes, run.confusion_matrix_path())?;
+        progress.line(&format!(
+            "test (best checkpoint, epoch {}): acc {:.4}  {} {:.4}  on {} images",
+            fitted.best.map_or(0, |b| b.1),
+            confusion.accuracy(),
+            topk.0,
+            topk.1,
+            metrics.samples()
+        ));
+        (test_acc, test_topk_acc) = (Some(confusion.accuracy()), Some(topk.1));
+    }
+    let summary = RunSummary {
+        run_dir: run.path().to_path_buf(),
+        best_val_acc: fitted.best.map_or(f64::NAN, |b| b.0),
+        best_epoch: fitted.best.map_or(0, |b| b.1),
+        test_acc,
+        test_topk_acc,
+        epochs: fitted.epochs,
+        stopped_early: fitted.stopped_early.is_some(),
+        seconds: started.elapsed().as_secs_f64(),
+        train_images_per_s: fitted.samples_per_s,
+        classes,
+    };
+    let path = run.summary_path();
+    let text = serde_json::to_string_pretty(&summary).expect("the summary serialises");
+    std::fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
+    Ok(summary)
+}
+
+/// Runs a classifier over `loader` in evaluation mode (no-grad, BatchNorm's running
+/// statistics, no dropout) and returns loss, top-1/top-k accuracy and the confusion matrix.
+/// `config.train.amp` and `config.train.top_k` apply.
+pub fn evaluate(
+    model: &dyn Module,
+    loader: &mut Loader,
+    device: Device,
+    config: &TrainConfig,
+    num_classes: usize,
+    progress: &Progress,
+    label: &str,
+) -> Result<MetricsSummary> {
+    let step = StepConfig { amp: config.train.amp, ..StepConfig::default() };
+    let runner = crate::trainer::StepRunner::new(step, device)?;
+    let task = Classification::new(num_classes);
+    let mut metrics = ClassificationMetrics::new(num_classes, config.train.top_k, device);
+    let _guard = torchlight_tensor::no_grad();
+    let bar = progress.bar(loader.len() as u64, label);
+    for batch in loader.epoch(0) {
+        let batch = crate::trainer::Batch::to_device(&batch?, device);
+        let out = {
+            let _amp = runner.autocast()?;
+            crate::trainer::Task::step(&task, model, &batch, Stage::Test)?
+        };
+        metrics.update(&out.loss, &out.output, &out.target);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(metrics.compute())
+}

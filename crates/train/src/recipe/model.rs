@@ -1,0 +1,175 @@
+//! The recipe's model and optimisation: the architecture from the registry with its
+//! pretrained backbone and a new head, AdamW/Adam/SGD over backbone and head groups, the lr
+//! schedule, and the model card that lets a checkpoint rebuild all of it.
+
+use crate::config::{OptimizerKind, SchedulerConfig, TrainConfig};
+use crate::error::{Result, TrainError};
+use crate::trainer::Interval;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind};
+use torchlight_checkpoint::Checkpoint;
+use torchlight_nn::{
+    architecture, load_weights, named_parameters, to_device, Architecture, LayerOptions, LoadOptions, Module,
+};
+use torchlight_optim::{
+    split_weight_decay, Adam, AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LinearLRConfig, LrScheduler,
+    MultiStepLR, OneCycleLR, OneCycleLRConfig, Optimizer, ParamGroup, SequentialLR, Sgd, SgdConfig, StepLR,
+};
+
+/// The registered architecture `config.model.name` names.
+pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
+    let name = &config.model.name;
+    architecture(name).ok_or_else(|| TrainError::InvalidConfig {
+        field: "model.name".into(),
+        value: name.clone(),
+        reason: format!(
+            "not a known architecture; expected one of {}",
+            torchlight_nn::architecture_names().join(", ")
+        ),
+    })
+}
+
+/// The model of `config` with `num_classes` outputs, its starting weights loaded (everything
+/// but the head, which is new), on `device`. Random initialisation runs on the CPU, as in
+/// torchvision (so a seed gives the same weights whatever the device), then moves.
+pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> Result<Box<dyn Module>> {
+    let arch = model_architecture(config)?;
+    let model = arch.build_default(num_classes as i64);
+    if let Some(weights) = &config.model.pretrained {
+        load_weights(model.as_ref(), weights, &LoadOptions::strict().skip(arch.head))?;
+    }
+    to_device(model.as_ref(), device);
+    Ok(model)
+}
+
+/// AdamW/Adam/SGD over four groups: backbone and head (the parameters under `head`, e.g.
+/// `fc.`), each with and without weight decay (no decay on biases and norm weights); the head
+/// at `lr`, the backbone at `backbone_lr`.
+pub fn build_optimizer(config: &TrainConfig, model: &dyn Module, head: &str) -> Result<Box<dyn Optimizer>> {
+    let o = &config.optim;
+    let (head, backbone): (Vec<_>, Vec<_>) =
+        named_parameters(model).into_iter().partition(|(n, _)| !head.is_empty() && n.starts_with(head));
+    let mut parts = Vec::new();
+    for (params, lr) in [(backbone, o.backbone_lr), (head, o.lr)] {
+        let (decay, no_decay) = split_weight_decay(params);
+        parts.push((decay, lr, o.weight_decay));
+        parts.push((no_decay, lr, 0.0));
+    }
+    parts.retain(|(p, _, _)| !p.is_empty());
+    Ok(match o.optimizer {
+        OptimizerKind::AdamW | OptimizerKind::Adam => {
+            let decoupled = o.optimizer == OptimizerKind::AdamW;
+            let groups: Vec<_> = parts
+                .into_iter()
+                .map(|(p, lr, wd)| {
+                    let c = AdamConfig::adamw()
+                        .with_lr(lr)
+                        .with_weight_decay(wd)
+                        .with_betas(o.betas[0], o.betas[1])
+                        .with_decoupled_weight_decay(decoupled);
+                    ParamGroup::new(p, c)
+                })
+                .collect();
+            if decoupled {
+                Box::new(AdamW::new(groups)?)
+            } else {
+                Box::new(Adam::new(groups)?)
+            }
+        }
+        OptimizerKind::Sgd => Box::new(Sgd::new(
+            parts
+                .into_iter()
+                .map(|(p, lr, wd)| {
+                    ParamGroup::new(p, SgdConfig::new(lr).with_momentum(o.momentum).with_weight_decay(wd))
+                })
+                .collect(),
+        )?),
+    })
+}
+
+/// The lr schedule of `config` over `epochs` epochs (the run's, or the added ones of a
+/// restarted schedule): linear warm-up (if any) then the configured schedule, stepped per
+/// epoch, or OneCycleLR stepped per optimizer step.
+pub fn build_scheduler(
+    config: &TrainConfig,
+    optimizer: &mut dyn Optimizer,
+    steps_per_epoch: usize,
+    epochs: u64,
+) -> Result<Option<(Box<dyn LrScheduler>, Interval)>> {
+    let warmup = config.optim.warmup_epochs as u64;
+    if let SchedulerConfig::OneCycle { pct_start, div_factor, final_div_factor } = config.scheduler {
+        let total = (epochs * steps_per_epoch as u64).max(1);
+        let c = OneCycleLRConfig {
+            pct_start,
+            div_factor,
+            final_div_factor,
+            ..OneCycleLRConfig::new(optimizer.lrs(), total)
+        };
+        return Ok(Some((Box::new(OneCycleLR::new(optimizer, c)?), Interval::Step)));
+    }
+    let main_epochs = epochs.saturating_sub(warmup).max(1);
+    let main: Option<Box<dyn LrScheduler>> = match &config.scheduler {
+        SchedulerConfig::None => None,
+        SchedulerConfig::Step { step_size, gamma } => {
+            Some(Box::new(StepLR::new(optimizer, *step_size as u64, *gamma)?))
+        }
+        SchedulerConfig::MultiStep { milestones, gamma } => Some(Box::new(MultiStepLR::new(
+            optimizer,
+            milestones.iter().map(|m| (*m as u64).saturating_sub(warmup)).collect(),
+            *gamma,
+        )?)),
+        SchedulerConfig::Cosine { eta_min } => {
+            Some(Box::new(CosineAnnealingLR::new(optimizer, main_epochs, *eta_min)?))
+        }
+        SchedulerConfig::OneCycle { .. } => unreachable!("handled above"),
+    };
+    if warmup == 0 {
+        return Ok(main.map(|m| (m, Interval::Epoch)));
+    }
+    let warm: Box<dyn LrScheduler> =
+        Box::new(LinearLR::new(optimizer, LinearLRConfig::warmup(0.01, warmup))?);
+    Ok(Some((
+        match main {
+            None => warm,
+            Some(main) => Box::new(SequentialLR::new(optimizer, vec![warm, main], vec![warmup])?),
+        },
+        Interval::Epoch,
+    )))
+}
+
+/// What the checkpoint's `config` holds beyond the TrainConfig, so eval/predict/export can
+/// rebuild the model and its preprocessing from a checkpoint alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCard {
+    /// The effective training config.
+    pub config: TrainConfig,
+    /// Class names, in index order.
+    pub classes: Vec<String>,
+    /// The epoch the lr schedule started at: 0, or where a resumed run with more epochs
+    /// restarted it (`train.extend_schedule = "restart"`).
+    #[serde(default)]
+    pub schedule_start: u64,
+}
+
+impl ModelCard {
+    /// Reads the card from a checkpoint's metadata.
+    pub fn from_checkpoint(checkpoint: &Checkpoint) -> Result<Self> {
+        serde_json::from_value(checkpoint.meta.config.clone()).map_err(|e| TrainError::InvalidConfig {
+            field: "checkpoint config".into(),
+            value: checkpoint.dir.display().to_string(),
+            reason: format!("not a Torchlight training checkpoint: {e}"),
+        })
+    }
+
+    /// Builds the model this card describes, uninitialised, on `device` (each tensor allocated
+    /// once there): restore the checkpoint into it.
+    pub fn build_model(&self, device: Device) -> Result<Box<dyn Module>> {
+        let arch = model_architecture(&self.config)?;
+        Ok((arch.build)(self.classes.len() as i64, LayerOptions::new(Kind::Float, device).skip_init()))
+    }
+
+    /// The `state_dict` prefix of the model's head.
+    pub fn head(&self) -> Result<&'static str> {
+        Ok(model_architecture(&self.config)?.head)
+    }
+}

@@ -1,0 +1,74 @@
+//! Single-label classification: cross-entropy over logits `[N, C]` and class indices `[N]`.
+
+use crate::error::Result;
+use crate::metrics::{Accuracy, ConfusionMatrixMetric, Metric, TopKAccuracy};
+use crate::trainer::{Monitor, Stage, StepOutput, Task};
+use tch::{Kind, Tensor};
+use torchlight_nn::{CrossEntropyLoss, Module};
+
+/// Single-label classification (`nn.CrossEntropyLoss`, optionally with label smoothing and
+/// class weights). Batches are `(inputs, targets)` with class indices `[N]`; the model returns
+/// logits `[N, C]`. Metrics: accuracy when training; accuracy and top-k when validating; and
+/// the confusion matrix too when testing. The best checkpoint is the one of highest `val_acc`.
+#[derive(Debug)]
+pub struct Classification {
+    num_classes: usize,
+    top_k: usize,
+    loss: CrossEntropyLoss,
+}
+
+impl Classification {
+    /// A task over `num_classes` classes with plain cross-entropy and top-5 accuracy (clamped
+    /// to the class count).
+    pub fn new(num_classes: usize) -> Self {
+        Classification { num_classes, top_k: 5, loss: CrossEntropyLoss::new() }
+    }
+
+    /// Label smoothing of the cross-entropy (`label_smoothing=`), default 0.
+    pub fn with_label_smoothing(mut self, smoothing: f64) -> Self {
+        self.loss = self.loss.with_label_smoothing(smoothing);
+        self
+    }
+
+    /// Per-class loss weights `[C]` (`weight=`), on the device the logits will be on.
+    pub fn with_class_weights(mut self, weights: Tensor) -> Self {
+        self.loss = self.loss.with_weight(weights);
+        self
+    }
+
+    /// The `k` of the top-k accuracy reported when validating (default 5).
+    pub fn with_top_k(mut self, k: usize) -> Self {
+        self.top_k = k.max(1);
+        self
+    }
+
+    /// The number of classes.
+    pub fn num_classes(&self) -> usize {
+        self.num_classes
+    }
+}
+
+impl<M: Module + ?Sized> Task<M, (Tensor, Tensor)> for Classification {
+    fn step(&self, model: &M, (x, y): &(Tensor, Tensor), stage: Stage) -> Result<StepOutput> {
+        let logits = model.forward_t(x, stage.is_train()).to_kind(Kind::Float);
+        let loss = self.loss.forward(&logits, y)?;
+        Ok(StepOutput { loss, output: logits, target: y.shallow_clone() })
+    }
+
+    fn metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {
+        let k = self.top_k.min(self.num_classes.max(1));
+        match stage {
+            Stage::Train => vec![Box::new(Accuracy::new())],
+            Stage::Validate => vec![Box::new(Accuracy::new()), Box::new(TopKAccuracy::new(k))],
+            Stage::Test => vec![
+                Box::new(Accuracy::new()),
+                Box::new(TopKAccuracy::new(k)),
+                Box::new(ConfusionMatrixMetric::new(self.num_classes.max(1))),
+            ],
+        }
+    }
+
+    fn monitor(&self) -> Monitor {
+        Monitor::max("val_acc")
+    }
+}

@@ -1,0 +1,239 @@
+//! `Callback`: code that runs at fixed points of the Trainer's loop (PyTorch Lightning's hook
+//! points), with a saveable state; and the `Context` every hook gets.
+
+use crate::csv_log::EpochRecord;
+use crate::error::Result;
+use crate::progress::Progress;
+use crate::trainer::Monitor;
+use std::path::PathBuf;
+use tch::{Device, Tensor};
+use torchlight_checkpoint::{Progress as Position, Snapshot};
+use torchlight_nn::Module;
+use torchlight_optim::{GradScaler, LrScheduler, Optimizer};
+
+/// Where the loop stands when a hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopPosition {
+    /// The 0-based epoch running (or, after `on_train_epoch_end`, the number completed).
+    pub epoch: u64,
+    /// Epochs the run is set to train.
+    pub epochs: u64,
+    /// Batches of this epoch already trained on.
+    pub batch: u64,
+    /// Batches per training epoch.
+    pub batches: u64,
+    /// Optimizer steps taken in the whole run.
+    pub global_step: u64,
+}
+
+/// What a training batch produced, for `on_train_batch_end`.
+#[derive(Debug)]
+pub struct BatchEnd {
+    /// The batch's mean loss, detached, on the device (reading it syncs CUDA).
+    pub loss: Tensor,
+    /// Samples in the batch.
+    pub samples: usize,
+    /// Whether an optimizer step closed this batch's accumulation window.
+    pub stepped: bool,
+    /// The mean training loss of the epoch so far, read back every `log_every` batches.
+    pub running_loss: Option<f64>,
+}
+
+/// What a hook can see of the run and ask of the Trainer.
+pub struct Context<'a> {
+    /// The model being trained.
+    pub model: &'a dyn Module,
+    /// Its optimizer (hooks may change learning rates).
+    pub optimizer: &'a mut dyn Optimizer,
+    /// The lr scheduler, if any.
+    pub scheduler: Option<&'a dyn LrScheduler>,
+    /// The GradScaler (disabled unless AMP runs in float16 on CUDA).
+    pub scaler: &'a GradScaler,
+    /// Where the loop stands.
+    pub position: LoopPosition,
+    /// The device batches go to.
+    pub device: Device,
+    /// Every completed epoch's record, oldest first.
+    pub history: &'a [EpochRecord],
+    /// The metric that picks the best checkpoint.
+    pub monitor: &'a Monitor,
+    /// Where progress lines go.
+    pub progress: &'a Progress,
+    pub(crate) control: &'a mut Control,
+    pub(crate) saved: &'a SavedState,
+}
+
+/// Requests hooks make of the Trainer.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    pub(crate) stop: Option<String>,
+    pub(crate) notes: Vec<String>,
+    pub(crate) checkpoint: Option<PathBuf>,
+    pub(crate) logged: Vec<(String, f64, i64)>,
+}
+
+/// The parts of a checkpoint the loop owns besides model, optimizer, scheduler and scaler:
+/// its own state (position, history, callbacks' states) and tensors (partial metrics).
+#[derive(Debug, Default)]
+pub(crate) struct SavedState {
+    pub(crate) loop_state: serde_json::Value,
+    pub(crate) loop_tensors: Vec<(String, Tensor)>,
+    pub(crate) data_seed: Option<u64>,
+    pub(crate) config: serde_json::Value,
+}
+
+impl Context<'_> {
+    /// Asks the Trainer to stop after this hook round (early stopping); `reason` is printed.
+    pub fn request_stop(&mut self, reason: impl Into<String>) {
+        self.control.stop = Some(reason.into());
+    }
+
+    /// Adds a note to the epoch's summary line (`*best*`).
+    pub fn annotate(&mut self, note: impl Into<String>) {
+        self.control.notes.push(note.into());
+    }
+
+    /// The notes added so far this round, taken (the progress line prints them).
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.control.notes)
+    }
+
+    /// Logs a scalar (Lightning's `self.log`) under `tag` at `step`; loggers that run later in
+    /// the same hook round ([`TensorBoardLogging`](crate::callbacks::TensorBoardLogging))
+    /// write it.
+    pub fn log_scalar(&mut self, tag: impl Into<String>, value: f64, step: i64) {
+        self.control.logged.push((tag.into(), value, step));
+    }
+
+    /// The scalars logged so far this round, taken.
+    pub fn take_logged(&mut self) -> Vec<(String, f64, i64)> {
+        std::mem::take(&mut self.control.logged)
+    }
+
+    /// Whether a callback asked the loop to stop after this epoch.
+    pub fn stop_requested(&self) -> Option<&str> {
+        self.control.stop.as_deref()
+    }
+
+    /// Records that a checkpoint to resume from was written at `dir` (reported when the run is
+    /// interrupted).
+    pub fn saved_checkpoint(&mut self, dir: impl Into<PathBuf>) {
+        self.control.checkpoint = Some(dir.into());
+    }
+
+    /// Everything needed to resume the run exactly from this point, for
+    /// [`torchlight_checkpoint::save`] or a [`torchlight_checkpoint::CheckpointManager`]: model,
+    /// optimizer, scheduler, GradScaler, generator states, the loop's position (mid-epoch
+    /// included), partial metrics and every callback's state.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            model: self.model,
+            optimizer: Some(&*self.optimizer),
+            scheduler: self.scheduler,
+            grad_scaler: Some(self.scaler),
+            progress: Position {
+                epoch: self.position.epoch,
+                global_step: self.position.global_step,
+                batch: self.position.batch,
+            },
+            metric: None,
+            best: None,
+            data_seed: self.saved.data_seed,
+            rng: true,
+            config: self.saved.config.clone(),
+            loop_state: self.saved.loop_state.clone(),
+            loop_tensors: self
+                .saved
+                .loop_tensors
+                .iter()
+                .map(|(k, t)| (k.clone(), t.shallow_clone()))
+                .collect(),
+        }
+    }
+}
+
+/// Code run at fixed points of the loop, like a Lightning `Callback`. Every hook has a default
+/// that does nothing; a callback's [`state_dict`](Callback::state_dict) is saved in every
+/// checkpoint and handed back through [`load_state_dict`](Callback::load_state_dict) on resume.
+///
+/// The built-in logging, checkpointing, early stopping, lr monitoring, progress and staged
+/// unfreezing are callbacks (see `crate::callbacks`); a user's callback gets the same access.
+pub trait Callback {
+    /// A unique name: the key of its state in checkpoints.
+    fn name(&self) -> String;
+
+    /// Once, before the first epoch (after a resume's state is restored).
+    fn on_train_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// At the start of each training epoch (also a resumed, partly done one).
+    fn on_train_epoch_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// After each training batch (its backward, and its optimizer step if it closed a window).
+    fn on_train_batch_end(&mut self, ctx: &mut Context<'_>, batch: &BatchEnd) -> Result<()> {
+        let _ = (ctx, batch);
+        Ok(())
+    }
+
+    /// Before each optimizer step, with the gradients in place (still scaled under float16
+    /// AMP): inspect or change them here.
+    fn on_before_optimizer_step(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// At the start of each validation pass.
+    fn on_validation_epoch_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// After each validation batch.
+    fn on_validation_batch_end(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// After each validation pass, with its metrics (`("val_loss", 0.41)`, ...).
+    fn on_validation_epoch_end(&mut self, ctx: &mut Context<'_>, metrics: &[(String, f64)]) -> Result<()> {
+        let _ = (ctx, metrics);
+        Ok(())
+    }
+
+    /// After each epoch (training and validation), with the epoch's record. As in Lightning 2,
+    /// this runs after validation, so the record holds both.
+    fn on_train_epoch_end(&mut self, ctx: &mut Context<'_>, record: &EpochRecord) -> Result<()> {
+        let _ = (ctx, record);
+        Ok(())
+    }
+
+    /// Once, after the last epoch (also after early stopping).
+    fn on_train_end(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// When the loop stops early on an interrupt (SIGINT/SIGTERM) or an error that leaves the
+    /// run resumable (a data error during validation). The position in `ctx` is consistent:
+    /// a checkpoint saved here resumes exactly.
+    fn on_interrupt(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// The callback's state, saved in checkpoints (JSON null by default).
+    fn state_dict(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
+    /// Restores [`Callback::state_dict`] on resume.
+    fn load_state_dict(&mut self, state: &serde_json::Value) -> Result<()> {
+        let _ = state;
+        Ok(())
+    }
+}

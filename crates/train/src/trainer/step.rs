@@ -1,0 +1,349 @@
+//! `StepRunner`: one optimisation step, with everything a careful PyTorch loop puts around it:
+//! autocast, GradScaler, gradient accumulation, clipping, the all-finite gradient guard and the
+//! out-of-memory report. The Trainer drives it; a hand-written loop and `torchlight doctor`
+//! call it too, so every loop gets the same step.
+
+use crate::config::NonFiniteAction;
+use crate::error::{Result, TrainError};
+use crate::guard;
+use crate::trainer::{AsDynModule, Batch, Stage, StepOutput, Task};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use tch::{Device, Kind, Tensor};
+use torchlight_nn::{named_parameters, Module};
+use torchlight_optim::{clip_grad_norm, GradScaler, GradScalerConfig, Optimizer};
+use torchlight_tensor::{autocast_if, set_grad_none, AutocastGuard};
+
+/// How a [`StepRunner`] steps. The defaults are a plain fp32 step with the non-finite guard on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepConfig {
+    /// Mixed precision: forward and loss under autocast (float16 on CUDA, with a GradScaler;
+    /// bfloat16 on the CPU, which needs none). Default off.
+    pub amp: bool,
+    /// The autocast dtype instead of the default above (e.g. `Kind::BFloat16` on CUDA, which
+    /// then needs no GradScaler).
+    pub amp_dtype: Option<Kind>,
+    /// Micro-batches per optimizer step (gradient accumulation); each loss is divided by it.
+    /// Default 1.
+    pub accumulation: usize,
+    /// Clip the total L2 norm of the gradients to this (after unscaling). Default none.
+    pub grad_clip: Option<f64>,
+    /// What a step with NaN/Inf gradients does: stop with [`TrainError::NonFinite`] (default)
+    /// or skip the step.
+    pub on_nonfinite: NonFiniteAction,
+    /// Check all gradients for NaN/Inf before each step (one fused kernel, one host read);
+    /// default on. Not needed under an enabled GradScaler, which skips such steps itself.
+    pub guard_nonfinite: bool,
+}
+
+impl Default for StepConfig {
+    fn default() -> Self {
+        StepConfig {
+            amp: false,
+            amp_dtype: None,
+            accumulation: 1,
+            grad_clip: None,
+            on_nonfinite: NonFiniteAction::Stop,
+            guard_nonfinite: true,
+        }
+    }
+}
+
+/// What [`StepRunner::forward_backward`] did with one micro-batch.
+#[derive(Debug)]
+pub struct MicroStep {
+    /// The batch's mean loss, detached (read it only every few steps: reading syncs CUDA).
+    pub loss: Tensor,
+    /// Samples in the batch.
+    pub samples: usize,
+    /// Outputs whose metrics can be counted now: this batch's, or none while its window's
+    /// step may still be dropped (`on_nonfinite = Skip`).
+    pub ready: Vec<StepOutput>,
+    /// Whether the accumulation window is full, so an optimizer step is due.
+    pub window_full: bool,
+}
+
+/// What [`StepRunner::optimizer_step`] did.
+#[derive(Debug, Default)]
+pub struct OptimizerStep {
+    /// Whether the optimizer step was dropped for non-finite gradients (`on_nonfinite = Skip`).
+    /// A step that an enabled GradScaler skips itself (fp16 overflow) counts as taken: that is
+    /// normal mixed-precision behaviour and the scale is lowered for the next one.
+    pub skipped: bool,
+    /// Outputs of the window whose metrics can be counted now (`on_nonfinite = Skip` only).
+    pub ready: Vec<StepOutput>,
+}
+
+/// One optimisation step at a time: `forward_backward` on each micro-batch, then
+/// `optimizer_step` when the window is full (or at the end of the epoch).
+///
+/// ```no_run
+/// # use torchlight_train::{StepRunner, StepConfig, Classification, Batch};
+/// # fn demo(model: &torchlight_nn::ResNet, opt: &mut dyn torchlight_optim::Optimizer,
+/// #         batches: Vec<(tch::Tensor, tch::Tensor)>) -> torchlight_train::Result<()> {
+/// let task = Classification::new(10);
+/// let mut runner = StepRunner::new(StepConfig { accumulation: 2, ..Default::default() }, tch::Device::Cpu)?;
+/// for (i, batch) in batches.iter().enumerate() {
+///     let micro = runner.forward_backward(model, &task, batch)?;
+///     if micro.window_full || i + 1 == batches.len() {
+///         runner.optimizer_step(model, opt)?;
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct StepRunner {
+    config: StepConfig,
+    device: Device,
+    scaler: GradScaler,
+    micro: usize,
+    pending: Vec<StepOutput>,
+    last_loss: Option<Tensor>,
+    last_batch: Vec<Tensor>,
+    epoch: u64,
+    global_step: u64,
+    skipped_steps: u64,
+}
+
+impl StepRunner {
+    /// A runner for batches on `device`. Fails on `accumulation = 0` or a bad clip value.
+    pub fn new(config: StepConfig, device: Device) -> Result<Self> {
+        let bad = |field: &str, value: String, reason: &str| {
+            Err(TrainError::InvalidConfig { field: field.into(), value, reason: reason.into() })
+        };
+        if config.accumulation == 0 {
+            return bad("train.accumulation_steps", "0".into(), "must be at least 1");
+        }
+        if let Some(c) = config.grad_clip {
+            if !(c.is_finite() && c > 0.0) {
+                return bad("train.grad_clip", c.to_string(), "must be a positive number");
+            }
+        }
+        let kind = amp_kind(&config, device);
+        let scaled = config.amp && device.is_cuda() && kind == Kind::Half;
+        let scaler = GradScaler::new(GradScalerConfig::default().with_enabled(scaled))?;
+        Ok(StepRunner {
+            config,
+            device,
+            scaler,
+            micro: 0,
+            pending: Vec::new(),
+            last_loss: None,
+            last_batch: Vec::new(),
+            epoch: 0,
+            global_step: 0,
+            skipped_steps: 0,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &StepConfig {
+        &self.config
+    }
+
+    /// The device batches must be on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The GradScaler (disabled unless AMP runs in float16 on CUDA).
+    pub fn scaler(&self) -> &GradScaler {
+        &self.scaler
+    }
+
+    /// The GradScaler, to restore its state from a checkpoint.
+    pub fn scaler_mut(&mut self) -> &mut GradScaler {
+        &mut self.scaler
+    }
+
+    /// Optimizer steps taken (windows closed, including skipped ones).
+    pub fn global_step(&self) -> u64 {
+        self.global_step
+    }
+
+    /// Sets the step count (on resume) and the 0-based epoch that errors report.
+    pub fn set_position(&mut self, epoch: u64, global_step: u64) {
+        self.epoch = epoch;
+        self.global_step = global_step;
+    }
+
+    /// Steps dropped for non-finite gradients so far.
+    pub fn skipped_steps(&self) -> u64 {
+        self.skipped_steps
+    }
+
+    /// Whether micro-batches since the last optimizer step hold gradients.
+    pub fn window_open(&self) -> bool {
+        self.micro > 0
+    }
+
+    /// An autocast guard for this runner's AMP setting (none when AMP is off): evaluation
+    /// loops use it so that they see what training sees.
+    pub fn autocast(&self) -> Result<Option<AutocastGuard>> {
+        if !self.config.amp {
+            return Ok(None);
+        }
+        Ok(Some(autocast_if(true, self.device, amp_kind(&self.config, self.device))?))
+    }
+
+    /// Forward (under autocast), loss divided by the accumulation count, and backward through
+    /// the GradScaler for one micro-batch already on the device. An out-of-memory failure
+    /// becomes [`TrainError::OutOfMemory`] with the largest batch that fits, found by halving a
+    /// zero-filled probe shaped like `batch`.
+    pub fn forward_backward<M, B, T>(&mut self, model: &M, task: &T, batch: &B) -> Result<MicroStep>
+    where
+        M: AsDynModule + ?Sized,
+        B: Batch,
+        T: Task<M, B> + ?Sized,
+    {
+        let accumulation = self.config.accumulation as f64;
+        let step = catch_unwind(AssertUnwindSafe(|| -> Result<StepOutput> {
+            let out = {
+                let _amp = self.autocast()?;
+                task.step(model, batch, Stage::Train)?
+            };
+            self.scaler.scale(&(&out.loss / accumulation)).backward();
+            Ok(out)
+        }));
+        let out = match step {
+            Ok(out) => out?,
+            Err(payload) => {
+                let message = guard::panic_message(payload.as_ref());
+                if !guard::is_out_of_memory(&message) {
+                    std::panic::resume_unwind(payload);
+                }
+                return Err(self.out_of_memory(model, task, batch));
+            }
+        };
+        let out = out.detach();
+        self.micro += 1;
+        self.last_loss = Some(out.loss.shallow_clone());
+        self.last_batch = batch.tensors().into_iter().map(Tensor::shallow_clone).collect();
+        let loss = out.loss.shallow_clone();
+        let ready = if self.config.on_nonfinite == NonFiniteAction::Skip && self.guards() {
+            self.pending.push(out);
+            Vec::new()
+        } else {
+            vec![out]
+        };
+        Ok(MicroStep {
+            loss,
+            samples: batch.len(),
+            ready,
+            window_full: self.micro >= self.config.accumulation,
+        })
+    }
+
+    fn guards(&self) -> bool {
+        self.config.guard_nonfinite && !self.scaler.is_enabled()
+    }
+
+    fn out_of_memory<M, B, T>(&mut self, model: &M, task: &T, batch: &B) -> TrainError
+    where
+        M: AsDynModule + ?Sized,
+        B: Batch,
+        T: Task<M, B> + ?Sized,
+    {
+        let module = model.as_dyn();
+        clear_grads(module);
+        let fits = guard::largest_fitting_batch(batch.len(), |b| {
+            let probe = batch.probe(b);
+            let ok = catch_unwind(AssertUnwindSafe(|| {
+                let _amp = self.autocast().ok().flatten();
+                if let Ok(out) = task.step(model, &probe, Stage::Train) {
+                    out.loss.backward();
+                }
+            }))
+            .is_ok();
+            clear_grads(module);
+            ok
+        });
+        self.micro = 0;
+        self.pending.clear();
+        TrainError::OutOfMemory {
+            device: guard::device_name(self.device),
+            batch_size: batch.len(),
+            input_shape: batch.tensors().first().map(|t| t.size()).unwrap_or_default(),
+            fits,
+        }
+    }
+
+    /// Closes the accumulation window: checks the gradients (stop or skip on NaN/Inf), unscales
+    /// and clips them when asked, steps the optimizer through the GradScaler, updates the scale
+    /// and clears the gradients.
+    pub fn optimizer_step(
+        &mut self,
+        model: &dyn Module,
+        optimizer: &mut dyn Optimizer,
+    ) -> Result<OptimizerStep> {
+        self.micro = 0;
+        let params: Vec<Tensor> =
+            optimizer.named_parameters().into_iter().map(|(_, p)| p.shallow_clone()).collect();
+        if self.guards() && !guard::grads_all_finite(params.iter())? {
+            if self.config.on_nonfinite == NonFiniteAction::Stop {
+                let err = TrainError::NonFinite {
+                    epoch: self.epoch + 1,
+                    step: self.global_step + 1,
+                    lr: optimizer.lrs().last().copied().unwrap_or(0.0),
+                    loss: self.last_loss.as_ref().map_or(f64::NAN, |l| l.double_value(&[])),
+                    inputs_finite: self
+                        .last_batch
+                        .iter()
+                        .filter(|t| t.is_floating_point())
+                        .all(guard::is_all_finite),
+                    parameter: guard::first_non_finite_grad(model),
+                };
+                optimizer.zero_grad()?;
+                self.pending.clear();
+                return Err(err);
+            }
+            self.skipped_steps += 1;
+            self.global_step += 1;
+            self.pending.clear();
+            optimizer.zero_grad()?;
+            return Ok(OptimizerStep { skipped: true, ready: Vec::new() });
+        }
+        if let Some(max_norm) = self.config.grad_clip {
+            self.scaler.unscale_(optimizer)?;
+            let _total_norm = clip_grad_norm(params.iter(), max_norm, 2.0, false)?;
+        }
+        self.scaler.step(optimizer)?;
+        self.scaler.update()?;
+        optimizer.zero_grad()?;
+        self.global_step += 1;
+        Ok(OptimizerStep { skipped: false, ready: std::mem::take(&mut self.pending) })
+    }
+
+    /// `forward_backward`, then `optimizer_step` when the window is full or `last` is set (the
+    /// epoch's last batch): the whole step for a hand-written loop. Returns the batch's loss
+    /// (detached) and the outputs whose metrics can be counted now.
+    pub fn step<M, B, T>(
+        &mut self,
+        model: &M,
+        task: &T,
+        batch: &B,
+        optimizer: &mut dyn Optimizer,
+        last: bool,
+    ) -> Result<(Tensor, Vec<StepOutput>)>
+    where
+        M: AsDynModule + ?Sized,
+        B: Batch,
+        T: Task<M, B> + ?Sized,
+    {
+        let micro = self.forward_backward(model, task, batch)?;
+        let mut ready = micro.ready;
+        if micro.window_full || last {
+            ready.extend(self.optimizer_step(model.as_dyn(), optimizer)?.ready);
+        }
+        Ok((micro.loss, ready))
+    }
+}
+
+fn amp_kind(config: &StepConfig, device: Device) -> Kind {
+    config.amp_dtype.unwrap_or(if device.is_cuda() { Kind::Half } else { Kind::BFloat16 })
+}
+
+fn clear_grads(model: &dyn Module) {
+    for (_, p) in named_parameters(model) {
+        let _ = set_grad_none(&p);
+    }
+}
