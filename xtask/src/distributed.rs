@@ -59,56 +59,70 @@ fn user_include(root: &Path) -> Option<PathBuf> {
     (value != root.join(CONFIGURED)).then_some(value)
 }
 
-fn fetch(dir: &Path) -> Result<()> {
+/// Fills `dir` through a `<dir>.partial` folder (with a `download` folder inside for
+/// `unpack`, removed after) and one rename, so an interrupted fetch never looks complete.
+/// `unpack(partial, download)` returns the marker text.
+fn install_into(dir: &Path, unpack: impl FnOnce(&Path, &Path) -> Result<String>) -> Result<()> {
     let parent = dir.parent().context("cache directory has a parent")?;
     fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    let partial = dir.with_extension("partial");
+    let name = dir.file_name().context("cache directory has a name")?.to_string_lossy();
+    let partial = dir.with_file_name(format!("{name}.partial"));
     if partial.exists() {
         fs::remove_dir_all(&partial)
             .with_context(|| format!("cannot remove the stale {}", partial.display()))?;
     }
     let download = partial.join("download");
     fs::create_dir_all(&download)?;
-    eprintln!("setup: fetching gloo's headers (Debian's {PACKAGE}, about 50 kB) with `apt-get download`");
-    let fetched = Command::new("apt-get").arg("download").arg(PACKAGE).current_dir(&download).status();
-    match fetched {
-        Ok(status) if status.success() => {}
-        Ok(status) => bail!(
-            "`apt-get download {PACKAGE}` failed ({status}); see its output above. If apt's package \
-             lists are stale, run `apt-get update` (as root) first. Alternatives: `apt-get install \
-             {PACKAGE}`, or set TORCHLIGHT_GLOO_INCLUDE to a folder holding gloo/config.h (from any \
-             recent pytorch/gloo checkout). Without them the rest of the workspace still builds: \
-             only torchlight-distributed needs them"
-        ),
-        Err(e) => bail!(
-            "cannot run apt-get ({e}): torchlight-distributed needs gloo's C++ headers, which this \
-             step fetches from Debian's {PACKAGE}. On a system without apt, set \
-             TORCHLIGHT_GLOO_INCLUDE to a folder holding gloo/config.h (from any recent \
-             pytorch/gloo checkout). Without them the rest of the workspace still builds: only \
-             torchlight-distributed needs them"
-        ),
-    }
-    let deb = fs::read_dir(&download)?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .with_context(|| format!("apt-get download left no .deb in {}", download.display()))?;
-    let status =
-        Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&partial).status().context("cannot run dpkg-deb")?;
-    if !status.success() {
-        bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
-    }
-    if !partial.join(INCLUDE_IN_PACKAGE).join("gloo/config.h").is_file() {
-        bail!("{} holds no {INCLUDE_IN_PACKAGE}/gloo/config.h", deb.display());
-    }
-    let name = deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let marker = unpack(&partial, &download)?;
     fs::remove_dir_all(&download)?;
-    fs::write(partial.join(MARKER), format!("{name}\n"))?;
+    fs::write(partial.join(MARKER), marker)?;
     if dir.exists() {
         fs::remove_dir_all(dir).with_context(|| format!("cannot replace {}", dir.display()))?;
     }
     fs::rename(&partial, dir)
         .with_context(|| format!("cannot move {} to {}", partial.display(), dir.display()))
+}
+
+fn fetch(dir: &Path) -> Result<()> {
+    install_into(dir, |partial, download| {
+        eprintln!("setup: fetching gloo's headers (Debian's {PACKAGE}, about 50 kB) with `apt-get download`");
+        let fetched = Command::new("apt-get").arg("download").arg(PACKAGE).current_dir(download).status();
+        match fetched {
+            Ok(status) if status.success() => {}
+            Ok(status) => bail!(
+                "`apt-get download {PACKAGE}` failed ({status}); see its output above. If apt's package \
+                 lists are stale, run `apt-get update` (as root) first. Alternatives: `apt-get install \
+                 {PACKAGE}`, or set TORCHLIGHT_GLOO_INCLUDE to a folder holding gloo/config.h (from any \
+                 recent pytorch/gloo checkout). Without them the rest of the workspace still builds: \
+                 only torchlight-distributed needs them"
+            ),
+            Err(e) => bail!(
+                "cannot run apt-get ({e}): torchlight-distributed needs gloo's C++ headers, which this \
+                 step fetches from Debian's {PACKAGE}. On a system without apt, set \
+                 TORCHLIGHT_GLOO_INCLUDE to a folder holding gloo/config.h (from any recent \
+                 pytorch/gloo checkout). Without them the rest of the workspace still builds: only \
+                 torchlight-distributed needs them"
+            ),
+        }
+        let deb = fs::read_dir(download)?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "deb"))
+            .with_context(|| format!("apt-get download left no .deb in {}", download.display()))?;
+        let status = Command::new("dpkg-deb")
+            .arg("-x")
+            .arg(&deb)
+            .arg(partial)
+            .status()
+            .context("cannot run dpkg-deb")?;
+        if !status.success() {
+            bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
+        }
+        if !partial.join(INCLUDE_IN_PACKAGE).join("gloo/config.h").is_file() {
+            bail!("{} holds no {INCLUDE_IN_PACKAGE}/gloo/config.h", deb.display());
+        }
+        Ok(format!("{}\n", deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()))
+    })
 }
 
 /// The CUDA header wheels `ProcessGroupNCCL.hpp` needs beyond those the full libtorch install
@@ -131,46 +145,63 @@ pub fn cuda_headers(root: &Path) -> Result<()> {
 }
 
 fn fetch_cuda_headers(dir: &Path, wanted: &str) -> Result<()> {
-    let partial = dir.with_file_name("cuda-headers-13.0.partial");
-    if partial.exists() {
-        fs::remove_dir_all(&partial)
-            .with_context(|| format!("cannot remove the stale {}", partial.display()))?;
-    }
-    let download = partial.join("download");
-    fs::create_dir_all(&download)?;
-    eprintln!(
-        "setup: fetching CUDA 13.0's crt and cccl headers for the NCCL backend ({})",
-        CUDA_HEADER_WHEELS.join(", ")
-    );
-    let status = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--dest"])
-        .arg(&download)
-        .args(CUDA_HEADER_WHEELS)
-        .status()
-        .context("cannot run python3 -m pip")?;
-    if !status.success() {
-        bail!("pip could not download {} ({status}); see its output above", CUDA_HEADER_WHEELS.join(" "));
-    }
-    for wheel in fs::read_dir(&download)?.flatten().map(|e| e.path()) {
-        // A wheel is a zip; Python's zipfile unpacks it without any other tool.
+    install_into(dir, |partial, download| {
+        eprintln!(
+            "setup: fetching CUDA 13.0's crt and cccl headers for the NCCL backend ({})",
+            CUDA_HEADER_WHEELS.join(", ")
+        );
         let status = Command::new("python3")
-            .args(["-m", "zipfile", "-e"])
-            .arg(&wheel)
-            .arg(&partial)
+            .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--dest"])
+            .arg(download)
+            .args(CUDA_HEADER_WHEELS)
             .status()
-            .context("cannot run python3 -m zipfile")?;
+            .context("cannot run python3 -m pip")?;
         if !status.success() {
-            bail!("cannot unpack {} ({status})", wheel.display());
+            bail!("pip could not download {} ({status}); see its output above", CUDA_HEADER_WHEELS.join(" "));
         }
+        for wheel in fs::read_dir(download)?.flatten().map(|e| e.path()) {
+            // A wheel is a zip; Python's zipfile unpacks it without any other tool.
+            let status = Command::new("python3")
+                .args(["-m", "zipfile", "-e"])
+                .arg(&wheel)
+                .arg(partial)
+                .status()
+                .context("cannot run python3 -m zipfile")?;
+            if !status.success() {
+                bail!("cannot unpack {} ({status})", wheel.display());
+            }
+        }
+        if !partial.join("nvidia/cu13/include/crt/host_config.h").is_file() {
+            bail!(
+                "the wheels {} hold no nvidia/cu13/include/crt/host_config.h",
+                CUDA_HEADER_WHEELS.join(", ")
+            );
+        }
+        Ok(wanted.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_install_is_complete_or_absent() {
+        let root = std::env::temp_dir().join(format!("xtask-install-{}", std::process::id()));
+        let dir = root.join("headers-1.0");
+        install_into(&dir, |partial, download| {
+            assert!(download.starts_with(partial) && download.is_dir());
+            fs::write(partial.join("a.h"), "// a")?;
+            Ok("v1\n".into())
+        })
+        .unwrap();
+        assert_eq!(fs::read_to_string(dir.join(MARKER)).unwrap(), "v1\n");
+        assert!(dir.join("a.h").is_file() && !dir.join("download").exists());
+        assert!(!root.join("headers-1.0.partial").exists());
+        // A failed fetch leaves the previous install in place and no marker for the new one.
+        let err = install_into(&dir, |_, _| bail!("no network")).unwrap_err().to_string();
+        assert!(err.contains("no network"));
+        assert_eq!(fs::read_to_string(dir.join(MARKER)).unwrap(), "v1\n");
+        fs::remove_dir_all(&root).unwrap();
     }
-    fs::remove_dir_all(&download)?;
-    if !partial.join("nvidia/cu13/include/crt/host_config.h").is_file() {
-        bail!("the wheels {} hold no nvidia/cu13/include/crt/host_config.h", CUDA_HEADER_WHEELS.join(", "));
-    }
-    fs::write(partial.join(MARKER), wanted)?;
-    if dir.exists() {
-        fs::remove_dir_all(dir).with_context(|| format!("cannot replace {}", dir.display()))?;
-    }
-    fs::rename(&partial, dir)
-        .with_context(|| format!("cannot move {} to {}", partial.display(), dir.display()))
 }
