@@ -5,14 +5,18 @@ Reads `run <workload> <warmup> <reps>` lines on stdin and answers `ok <seconds>.
 `err <message>`; workloads are built on first use and kept.
 
 usage: python pytorch_bench.py --threads T --data DIR --scratch DIR
+       python pytorch_bench.py --allreduce-peer   (rank 1 of the all-reduce rows)
 """
 
 import argparse
 import os
+import subprocess
 import sys
 import time
+from datetime import timedelta
 
 import torch
+import torch.distributed as dist
 import torchvision
 from PIL import Image
 from torch.utils.data import DataLoader
@@ -126,6 +130,70 @@ class CheckpointIo:
         self.opt.load_state_dict(ckpt["optimizer"])
 
 
+# The all-reduce rows, as in torchlight-bench's allreduce.rs: name -> (float32 elements per
+# all-reduce, all-reduces per repetition).
+ALLREDUCE_WORKLOADS = {"allreduce_2r_256kib": (64 << 10, 20), "allreduce_2r_25mib": (25 << 18, 4)}
+DIST_TIMEOUT = timedelta(seconds=600)
+_peer = None
+
+
+def _command(values):
+    dist.broadcast(torch.tensor(values, dtype=torch.int64), 0)
+
+
+def _start_pair():
+    """This process is rank 0 of a Gloo group whose rank 1 is a peer process; the store is
+    hosted here on a free port, as torchrun's agent does."""
+    global _peer
+    if _peer is not None:
+        return
+    store = dist.TCPStore("127.0.0.1", 0, 2, is_master=True, timeout=DIST_TIMEOUT, wait_for_workers=False)
+    env = dict(os.environ, RANK="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port))
+    # The peer's stdout is not the protocol's.
+    peer = subprocess.Popen([sys.executable, __file__, "--allreduce-peer"], env=env, stdout=subprocess.DEVNULL)
+    _peer = (peer, store)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=2, timeout=DIST_TIMEOUT)
+
+
+class AllReduce:
+    def __init__(self, elements, count):
+        _start_pair()
+        self.buffer = torch.zeros(elements)
+        self.count = count
+
+    def run(self):
+        _command([1, self.buffer.numel(), self.count])
+        for _ in range(self.count):
+            dist.all_reduce(self.buffer)
+
+
+def shutdown():
+    if _peer is not None:
+        _command([0, 0, 0])
+        if _peer[0].wait() != 0:
+            raise RuntimeError("the all-reduce peer failed")
+        dist.destroy_process_group()
+
+
+def allreduce_peer():
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), 2, is_master=False, timeout=DIST_TIMEOUT
+    )
+    dist.init_process_group("gloo", store=store, rank=1, world_size=2, timeout=DIST_TIMEOUT)
+    buffer = torch.zeros(0)
+    while True:
+        cmd = torch.zeros(3, dtype=torch.int64)
+        dist.broadcast(cmd, 0)
+        op, elements, count = cmd.tolist()
+        if op == 0:
+            break
+        if buffer.numel() != elements:
+            buffer = torch.zeros(elements)
+        for _ in range(count):
+            dist.all_reduce(buffer)
+    dist.destroy_process_group()
+
+
 def build(name, env):
     if name == "decode":
         return Decode(env)
@@ -153,6 +221,8 @@ def build(name, env):
         return Eval()
     if name == "checkpoint_resnet50":
         return CheckpointIo(env)
+    if name in ALLREDUCE_WORKLOADS:
+        return AllReduce(*ALLREDUCE_WORKLOADS[name])
     raise ValueError(f"unknown workload `{name}`")
 
 
@@ -168,6 +238,9 @@ def timed(workload, warmup, reps):
 
 
 def main():
+    if sys.argv[1:] == ["--allreduce-peer"]:
+        allreduce_peer()
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--data", required=True)
@@ -195,6 +268,7 @@ def main():
         except Exception as e:  # noqa: BLE001 - every failure goes back to xtask as one line
             reply = "err " + f"{type(e).__name__}: {e}".replace("\n", " ")
         print(reply, flush=True)
+    shutdown()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 //! this one.
 
 use std::env;
+use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=csrc/shim.cpp");
@@ -36,4 +37,6 @@ fn main() {
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");
     println!("cargo:libtorch_lib={}", lib.display());
+    // Other crates' shims include csrc/guard.h, so that every shim shares one error store.
+    println!("cargo:csrc={}", PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("csrc").display());
 }

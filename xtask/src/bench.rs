@@ -1,4 +1,5 @@
-//! `cargo xtask bench [--quick]`: Torchlight against PyTorch, side by side in one run.
+//! `cargo xtask bench [--quick] [--only=NAME,..]`: Torchlight against PyTorch, side by side in
+//! one run.
 //!
 //! Builds `torchlight-bench` (release), generates the photo-like ImageFolder once (cached under
 //! `target/bench/data`), starts a Torchlight server (`torchlight-bench serve`) and a PyTorch
@@ -81,6 +82,16 @@ const WORKLOADS: &[Workload] = &[
         name: "eval_resnet34_224_b32",
         description: "eval forward, resnet34 (1000 classes), 224x224, batch 32, under no-grad",
         heavy: true,
+    },
+    Workload {
+        name: "allreduce_2r_256kib",
+        description: "20 all-reduces (sum) of a 256 KiB float32 tensor between 2 ranks on this machine, Gloo over loopback TCP: `ProcessGroup::all_reduce` vs `dist.all_reduce` (rank 1 is a peer process of each side; latency-bound)",
+        heavy: false,
+    },
+    Workload {
+        name: "allreduce_2r_25mib",
+        description: "4 all-reduces of 25 MiB (DistributedDataParallel's default bucket), as above (bandwidth-bound)",
+        heavy: false,
     },
     Workload {
         name: "checkpoint_resnet50",
@@ -173,26 +184,33 @@ fn check(status: std::process::ExitStatus, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// What `cargo xtask bench` was asked for.
+pub struct Options {
+    /// Fewer images and rounds.
+    pub quick: bool,
+    /// gloo's headers are there, so the all-reduce rows can be built.
+    pub distributed: bool,
+    /// Only these workloads; the report then goes to `target/bench` alone, not to `docs/`.
+    pub only: Option<Vec<String>>,
+}
+
 /// Runs the bench; `target_dir` is cargo's target folder (the binary and `target/bench`).
-/// `only` restricts it to the named workloads and leaves `docs/` untouched (a partial table
-/// must not replace the full one).
-pub fn bench(
-    root: &Path,
-    target_dir: &Path,
-    cargo: impl Fn() -> Command,
-    quick: bool,
-    only: Option<&[String]>,
-) -> Result<()> {
-    if let Some(unknown) =
-        only.into_iter().flatten().find(|n| !WORKLOADS.iter().any(|w| w.name == n.as_str()))
-    {
-        let names: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
-        bail!("--only: no workload `{unknown}`; the workloads are {}", names.join(", "));
+pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, options: Options) -> Result<()> {
+    let Options { quick, distributed, only } = options;
+    if let Some(names) = &only {
+        if let Some(unknown) = names.iter().find(|n| !WORKLOADS.iter().any(|w| w.name == n.as_str())) {
+            let known: Vec<&str> = WORKLOADS.iter().map(|w| w.name).collect();
+            bail!("--only: no workload `{unknown}`; the workloads are {}", known.join(", "));
+        }
     }
-    let selected = |w: &&Workload| only.is_none_or(|names| names.iter().any(|n| n == w.name));
     let plan = Plan::new(quick);
     eprintln!("xtask: building torchlight-bench (release)");
-    let status = cargo().current_dir(root).args(["build", "--release", "-p", "torchlight-bench"]).status()?;
+    let mut build = cargo();
+    build.current_dir(root).args(["build", "--release", "-p", "torchlight-bench"]);
+    if distributed {
+        build.args(["--features", "distributed"]);
+    }
+    let status = build.status()?;
     check(status, "cargo build -p torchlight-bench")?;
     let bin = target_dir.join("release/torchlight-bench");
     let out = target_dir.join("bench");
@@ -236,7 +254,7 @@ pub fn bench(
     for key in ["torch", "torchvision"] {
         raw.push_str(&format!("#{key}={}\n", servers[1].banner_value(key).unwrap_or("?")));
     }
-    for w in WORKLOADS.iter().filter(selected) {
+    for w in WORKLOADS.iter().filter(|w| only.as_ref().is_none_or(|o| o.iter().any(|n| n == w.name))) {
         let reps = if w.heavy { plan.heavy_reps } else { plan.light_reps };
         let mut times: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         let mut failed = [false, false];
@@ -279,19 +297,20 @@ pub fn bench(
     std::fs::write(&raw_path, raw)?;
     let mut report = Command::new(&bin);
     report.args(["report", "--raw"]).arg(&raw_path).arg("--out-dir").arg(&out);
+    // A partial run must not replace the full report in docs/.
     if only.is_none() {
         report.arg("--docs").arg(root.join("docs"));
     }
     check(report.status()?, "writing the report")?;
-    if only.is_some() {
-        eprintln!("xtask: wrote {} (--only: docs/ left as it was)", out.join("report.json").display());
-    } else {
+    if only.is_none() {
         eprintln!(
             "xtask: wrote {}, {} and {}",
             out.join("report.json").display(),
             root.join("docs/benchmarks.md").display(),
             root.join("docs/benchmarks.png").display()
         );
+    } else {
+        eprintln!("xtask: wrote {} (docs/ left alone: --only)", out.join("report.json").display());
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod distributed;
 mod examples;
 mod gpukit;
 mod libtorch;
@@ -16,10 +17,16 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  setup [--cuda]          install libtorch 2.11.0 and the reference PyTorch (for parity tests)
+  setup [--cuda] [--distributed]
+                          install libtorch 2.11.0 and the reference PyTorch (for parity tests)
                           into the per-user cache, once, and link them into this workspace;
-                          --cuda forces the full CUDA libtorch
-  test [--cuda] [ARGS..]  setup, then run every test of the workspace (unit, integration, doc);
+                          --cuda forces the full CUDA libtorch; --distributed also fetches
+                          gloo's headers for torchlight-distributed (Debian's libgloo-dev)
+                          and, with the CUDA libtorch, CUDA's crt/cccl headers for NCCL
+  test [--cuda] [--no-distributed] [ARGS..]
+                          setup (with --distributed), then run every test of the workspace
+                          (unit, integration, doc); --no-distributed leaves torchlight-distributed
+                          out (so does a machine where gloo's headers cannot be had, loudly);
                           ARGS after `--` go to `cargo test`; then run the examples and check
                           the crates as dependencies: vision and data without libtorch, the
                           facade's features, and a project outside the workspace
@@ -28,9 +35,10 @@ commands:
                           then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
   bench [--quick] [--only=W1,W2]
-                          setup, then Torchlight against PyTorch on each workload, interleaved;
-                          writes target/bench/report.json and docs/benchmarks.{md,png} (with
-                          --only, just the named workloads and target/bench: docs untouched)
+                          setup (with --distributed), then Torchlight against PyTorch on each
+                          workload, interleaved; writes target/bench/report.json and
+                          docs/benchmarks.{md,png} (with --only, just the named workloads and
+                          target/bench: docs untouched)
   fuzz [--cases N] [..]   install libtorch, then mutate the seed corpus through the .pth reader,
                           safetensors loading and image decoding (release build; N cases per
                           target, default 10000; `-- --help` lists the other options); inputs
@@ -68,21 +76,35 @@ fn run() -> Result<()> {
     }
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");
-    let quick = flags.iter().any(|f| f == "--quick") && command == "bench";
+    let allowed: &[&str] = match command.as_str() {
+        "setup" => &["--cuda", "--distributed"],
+        "test" => &["--cuda", "--no-distributed"],
+        "bench" => &["--cuda", "--quick"],
+        _ => &["--cuda"],
+    };
     let only: Option<Vec<String>> = flags
         .iter()
         .find_map(|f| f.strip_prefix("--only="))
         .filter(|_| command == "bench")
         .map(|list| list.split(',').map(str::to_string).collect());
-    let known = |f: &String| {
-        *f == "--cuda" || (quick && *f == "--quick") || (only.is_some() && f.starts_with("--only="))
-    };
-    if let Some(unknown) = flags.iter().find(|f| !known(f)) {
+    if let Some(unknown) =
+        flags.iter().find(|f| !(allowed.contains(&f.as_str()) || only.is_some() && f.starts_with("--only=")))
+    {
         bail!("unknown option `{unknown}` for `{command}`\n\n{USAGE}");
     }
+    let quick = flags.iter().any(|f| f == "--quick");
     match command.as_str() {
-        "setup" => setup(cuda).map(|_| ()),
-        "test" => test(cuda, passthrough),
+        "setup" => {
+            let installed = setup(cuda)?;
+            if flags.iter().any(|f| f == "--distributed") {
+                distributed::gloo_setup(&workspace_root())?;
+                if installed.gpu_tests {
+                    distributed::cuda_headers(&workspace_root())?;
+                }
+            }
+            Ok(())
+        }
+        "test" => test(cuda, !flags.iter().any(|f| f == "--no-distributed"), passthrough),
         "crates" => {
             setup(cuda)?;
             let root = workspace_root();
@@ -99,10 +121,18 @@ fn run() -> Result<()> {
         "bench" => {
             install(needs(&command), cuda)?;
             let root = workspace_root();
+            // Without gloo's headers the bench still runs; the all-reduce rows report an error.
+            let distributed = match distributed::gloo_setup(&root) {
+                Ok(_) => true,
+                Err(e) => {
+                    eprintln!("xtask: no all-reduce rows: {e:#}");
+                    false
+                }
+            };
             let target = std::env::var_os("CARGO_TARGET_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| root.join("target"));
-            bench::bench(&root, &target, cargo, quick, only.as_deref())
+            bench::bench(&root, &target, cargo, bench::Options { quick, distributed, only })
         }
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
@@ -190,14 +220,40 @@ fn fuzz(options: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn test(cuda: bool, passthrough: &[String]) -> Result<()> {
+fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
     let root = workspace_root();
     let installed = setup(cuda)?;
     let mut cmd = cargo();
     cmd.current_dir(&root).args(["test", "--workspace"]);
+    // Without gloo's headers (no apt-get, no libgloo-dev) the rest of the workspace is still
+    // tested, and the run says loudly what it left out.
+    let distributed = distributed
+        && match distributed::gloo_setup(&root) {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!(
+                    "xtask: WARNING: torchlight-distributed is NOT tested in this run: its C++ shim \
+                     needs gloo's headers, which could not be had: {e:#}"
+                );
+                false
+            }
+        };
+    if !distributed {
+        eprintln!(
+            "xtask: leaving torchlight-distributed (and the facade's `distributed` feature) out of this run"
+        );
+        cmd.args(["--exclude", "torchlight-distributed"]);
+    }
     if installed.gpu_tests {
         eprintln!("xtask: NVIDIA GPU and CUDA libtorch present: enabling the `cuda-tests` feature");
-        cmd.args(["--features", CUDA_TEST_FEATURES]);
+        let mut features = CUDA_TEST_FEATURES.to_string();
+        if distributed {
+            // NCCL with one rank; its build needs CUDA's crt and cccl headers besides the
+            // install's own.
+            distributed::cuda_headers(&root)?;
+            features.push_str(",torchlight-distributed/cuda-tests");
+        }
+        cmd.args(["--features", &features]);
     }
     cmd.args(passthrough);
     eprintln!("xtask: running {cmd:?}");

@@ -8,7 +8,9 @@
 //! - `report --raw FILE --out-dir DIR [--docs DIR]`: statistics, table, JSON, Markdown, PNG.
 //! - `gpu probe|run|summarize|validate|record ...`: the GPU proof kit's rows and report
 //!   (`gpu.rs`, `gpu_report.rs`; `cargo xtask gpu-kit`).
+//! - `allreduce-peer`: rank 1 of the all-reduce rows, started by the server (`allreduce.rs`).
 
+mod allreduce;
 mod gpu;
 mod gpu_report;
 mod imagegen;
@@ -48,10 +50,13 @@ pub(crate) fn required<'a>(opts: &'a HashMap<String, String>, key: &str) -> Resu
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((command, rest)) = args.split_first() else {
-        bail!("usage: torchlight-bench serve|gen-data|report|gpu [--key value]..");
+        bail!("usage: torchlight-bench serve|gen-data|report|gpu|allreduce-peer [--key value]..");
     };
     if command == "gpu" {
         return gpu::main(rest);
+    }
+    if command == "allreduce-peer" {
+        return allreduce::peer_main();
     }
     let opts = options(rest)?;
     match command.as_str() {
@@ -129,5 +134,5 @@ fn serve(threads: i32, env: workloads::Env) -> Result<()> {
         writeln!(out, "{reply}")?;
         out.flush()?;
     }
-    Ok(())
+    allreduce::shutdown()
 }

@@ -47,7 +47,10 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "adamw_resnet34_vs_fused" | "adamw_resnet34_vs_default" => Box::new(AdamWStep::new()?),
         "eval_resnet34_224_b32" => Box::new(Eval::new()?),
         "checkpoint_resnet50" => Box::new(CheckpointIo::new(&env.scratch)?),
-        other => bail!("unknown workload `{other}`"),
+        other => match crate::allreduce::ALLREDUCE_WORKLOADS.iter().find(|w| w.0 == other) {
+            Some(&(_, elements, count)) => crate::allreduce::build(elements, count)?,
+            None => bail!("unknown workload `{other}`"),
+        },
     })
 }
 

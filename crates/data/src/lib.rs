@@ -4,7 +4,8 @@
 //!   [`Subset`], [`ConcatDataset`].
 //! - Seeded splits: [`random_split`], [`stratified_split`], per-class counts ([`class_counts`]).
 //! - Samplers: [`SequentialSampler`], [`RandomSampler`], [`WeightedRandomSampler`],
-//!   [`BatchSampler`].
+//!   [`BatchSampler`], and [`DistributedSampler`] (a rank's share, with PyTorch's exact
+//!   indices).
 //! - [`DataLoader`]: worker threads, batches in sampler order whatever the worker count,
 //!   [`Collate`] into tensors (pinned on request), failing samples as errors or skipped,
 //!   data-stall time per epoch ([`EpochStats`]).
@@ -38,6 +39,7 @@ mod batch_sampler;
 mod collate;
 mod concat;
 mod dataset;
+mod distributed_sampler;
 mod epoch;
 mod error;
 mod loader;
@@ -50,6 +52,7 @@ mod subset;
 mod tensor_collate;
 #[cfg(feature = "tch")]
 mod tensor_dataset;
+mod torch_randperm;
 mod weighted;
 mod worker;
 
@@ -57,6 +60,7 @@ pub use batch_sampler::BatchSampler;
 pub use collate::{ArrayCollate, Collate, DefaultCollate};
 pub use concat::ConcatDataset;
 pub use dataset::Dataset;
+pub use distributed_sampler::DistributedSampler;
 pub use epoch::{Epoch, EpochStats};
 pub use error::{DataError, Result};
 pub use loader::{DataLoader, DataLoaderBuilder, ErrorPolicy};

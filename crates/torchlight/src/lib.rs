@@ -10,7 +10,8 @@
 //! `tensor` (libtorch through tch), `nn`, `optim`, `data`, `vision`, `checkpoint`, `export`,
 //! `train`. `default-features = false, features = ["vision"]` gives ImageFolder, the
 //! transforms and the DataLoader with no libtorch in the build (`data` batches are then
-//! plain `Array`s; with `tensor` on too they are tch tensors).
+//! plain `Array`s; with `tensor` on too they are tch tensors). `torchlight::distributed`
+//! (data-parallel training on c10d) comes with the `distributed` feature, off by default.
 //!
 //! ```
 //! # #[cfg(feature = "nn")] {
@@ -43,6 +44,8 @@ pub use torchlight_base as base;
 pub use torchlight_checkpoint as checkpoint;
 #[cfg(feature = "data")]
 pub use torchlight_data as data;
+#[cfg(feature = "distributed")]
+pub use torchlight_distributed as distributed;
 #[cfg(feature = "export")]
 pub use torchlight_export as export;
 #[cfg(feature = "nn")]

@@ -10,6 +10,7 @@ mod collate;
 mod common;
 #[cfg(feature = "cuda-tests")]
 mod cuda;
+mod distributed_sampler;
 #[cfg(feature = "tch")]
 mod failures;
 #[cfg(feature = "tch")]
