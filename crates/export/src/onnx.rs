@@ -111,11 +111,135 @@ fn attr_float(name: &str, f: f32) -> AttributeProto {
     AttributeProto { name: name.into(), r#type: ATTR_FLOAT, f, ..Default::default() }
 }
 
-/// A value in the graph: its name and, when known, its rank.
-#[derive(Clone)]
-struct Value {
-    name: String,
-    rank: Option<usize>,
+/// A value in the ONNX graph: its name and, when known, its rank (e.g. 4 for `[N, C, H, W]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OnnxValue {
+    /// The graph value's name, as node inputs and outputs refer to it.
+    pub name: String,
+    /// Its number of dimensions, batch included, when known.
+    pub rank: Option<usize>,
+}
+
+type Value = OnnxValue;
+
+/// How a layer of your own exports to ONNX: the nodes that compute its forward (in eval mode)
+/// from `x`, added through `graph`. A layer made of layers the exporter knows hands them back
+/// with [`OnnxGraph::module`]; one computed by hand adds nodes with [`OnnxGraph::node`] and its
+/// weights with [`OnnxGraph::initializer`]. Register the rule once with [`register_onnx_rule`].
+///
+/// ```
+/// use tch::{nn::ModuleT, Tensor};
+/// use torchlight_export::{onnx_attr, register_onnx_rule, OnnxExport, OnnxGraph, OnnxValue};
+/// use torchlight_nn::Module;
+///
+/// /// `x * sigmoid(x)`, written by hand.
+/// #[derive(Debug, Module)]
+/// struct Swish;
+///
+/// impl ModuleT for Swish {
+///     fn forward_t(&self, x: &Tensor, _train: bool) -> Tensor {
+///         x * x.sigmoid()
+///     }
+/// }
+///
+/// impl OnnxExport for Swish {
+///     fn export_onnx(&self, graph: &mut OnnxGraph, path: &str, x: OnnxValue) -> torchlight_export::Result<OnnxValue> {
+///         let s = graph.node("Sigmoid", path, vec![x.name.clone()], vec![]);
+///         let y = graph.node("Mul", path, vec![x.name, s], vec![]);
+///         Ok(OnnxValue { name: y, rank: x.rank })
+///     }
+/// }
+///
+/// register_onnx_rule::<Swish>();
+/// # let _ = onnx_attr::int("axis", 1);
+/// ```
+pub trait OnnxExport: Module + 'static {
+    /// Adds the nodes of `self`'s eval forward applied to `x`; `path` is the layer's name in the
+    /// model (`block.act`), to name its nodes and initializers.
+    ///
+    /// # Errors
+    /// An [`ExportError`] (e.g. from a child that has no rule).
+    fn export_onnx(&self, graph: &mut OnnxGraph, path: &str, x: OnnxValue) -> Result<OnnxValue>;
+}
+
+/// A rule of the registry: the layer seen as `Any`, downcast by the closure made in
+/// [`register_onnx_rule`].
+type Rule = fn(&dyn std::any::Any, &mut OnnxGraph, &str, OnnxValue) -> Result<OnnxValue>;
+
+fn rules() -> &'static std::sync::RwLock<std::collections::HashMap<std::any::TypeId, Rule>> {
+    static RULES: std::sync::OnceLock<std::sync::RwLock<std::collections::HashMap<std::any::TypeId, Rule>>> =
+        std::sync::OnceLock::new();
+    RULES.get_or_init(Default::default)
+}
+
+/// Makes [`export_onnx`] export every `T` in a model with `T`'s [`OnnxExport`] rule, which
+/// takes precedence over a built-in rule for the same type. Registering twice is harmless.
+pub fn register_onnx_rule<T: OnnxExport>() {
+    fn apply<T: OnnxExport>(
+        layer: &dyn std::any::Any,
+        graph: &mut OnnxGraph,
+        path: &str,
+        x: OnnxValue,
+    ) -> Result<OnnxValue> {
+        let layer = layer.downcast_ref::<T>().expect("the registry is keyed by the layer's TypeId");
+        layer.export_onnx(graph, path, x)
+    }
+    let mut rules = rules().write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    rules.insert(std::any::TypeId::of::<T>(), apply::<T>);
+}
+
+/// The graph under construction, as a layer's [`OnnxExport`] rule sees it.
+pub struct OnnxGraph<'a> {
+    builder: &'a mut Builder,
+}
+
+impl OnnxGraph<'_> {
+    /// Adds a node `op` (an ONNX opset-17 operator, e.g. `"Mul"`) named after `path` with
+    /// `inputs` (value or initializer names); returns its output's name.
+    pub fn node(
+        &mut self,
+        op: &str,
+        path: &str,
+        inputs: Vec<String>,
+        attributes: Vec<AttributeProto>,
+    ) -> String {
+        self.builder.node(op, path, inputs, attributes)
+    }
+
+    /// Adds `tensor` (any float dtype or device; stored as float32) as an initializer named
+    /// `name`; returns the name. Use the layer's path for unique names: `"{path}.weight"`.
+    pub fn initializer(&mut self, name: impl Into<String>, tensor: &Tensor) -> String {
+        self.builder.initializer(name.into(), tensor)
+    }
+
+    /// Exports `module` (a child of the layer, or any layer the exporter or the registry knows)
+    /// at `path` applied to `x`.
+    ///
+    /// # Errors
+    /// [`ExportError::Unsupported`] naming the first layer below with no rule.
+    pub fn module(&mut self, path: &str, module: &dyn Module, x: OnnxValue) -> Result<OnnxValue> {
+        self.builder.module(path, module, x)
+    }
+}
+
+/// ONNX node attributes for [`OnnxGraph::node`].
+pub mod onnx_attr {
+    use crate::onnx_proto::AttributeProto;
+
+    /// An integer attribute (`axis`).
+    pub fn int(name: &str, value: i64) -> AttributeProto {
+        super::attr_int(name, value)
+    }
+
+    /// An integer-list attribute (`kernel_shape`, `pads`).
+    pub fn ints(name: &str, values: &[i64]) -> AttributeProto {
+        super::attr_ints(name, values)
+    }
+
+    /// A float attribute (`alpha`, `epsilon`).
+    pub fn float(name: &str, value: f32) -> AttributeProto {
+        super::attr_float(name, value)
+    }
 }
 
 struct Builder {
@@ -175,6 +299,11 @@ impl Builder {
     /// Exports `module` at `path` applied to `x`.
     fn module(&mut self, path: &str, m: &dyn Module, x: Value) -> Result<Value> {
         let any = m.as_any();
+        let rule =
+            rules().read().unwrap_or_else(|poisoned| poisoned.into_inner()).get(&any.type_id()).copied();
+        if let Some(rule) = rule {
+            return rule(any, &mut OnnxGraph { builder: self }, path, x);
+        }
         let same_rank = |name: String| Value { name, rank: x.rank };
         if let Some(conv) = any.downcast_ref::<Conv2d>() {
             return Ok(self.conv(path, conv, None, x));
@@ -318,7 +447,9 @@ impl Builder {
         Err(ExportError::Unsupported {
             path: display(path),
             kind: m.kind(),
-            reason: "the ONNX exporter has no rule for this layer kind".to_string(),
+            reason: "the ONNX exporter has no rule for this layer kind; a layer of your own gets one by \
+                     implementing `OnnxExport` and calling `register_onnx_rule`"
+                .to_string(),
         })
     }
 

@@ -315,3 +315,90 @@ fn backbones_export_to_onnx_and_torchscript_that_real_runtimes_agree_with() {
     assert_rows(&rows, 2 * (2 * archs.len() + 1));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A layer of a user's own, with its hand-written ONNX rule: `x * sigmoid(x) * alpha`, alpha a
+/// learned per-channel parameter (an initializer).
+#[derive(Debug, Module)]
+struct ScaledSwish {
+    #[param]
+    alpha: Tensor,
+}
+
+impl tch::nn::ModuleT for ScaledSwish {
+    fn forward_t(&self, x: &Tensor, _train: bool) -> Tensor {
+        x * x.sigmoid() * self.alpha.view([1, -1, 1, 1])
+    }
+}
+
+impl OnnxExport for ScaledSwish {
+    fn export_onnx(
+        &self,
+        graph: &mut OnnxGraph,
+        path: &str,
+        x: OnnxValue,
+    ) -> torchlight_export::Result<OnnxValue> {
+        let s = graph.node("Sigmoid", path, vec![x.name.clone()], vec![]);
+        let xs = graph.node("Mul", path, vec![x.name, s], vec![]);
+        let alpha = graph.initializer(format!("{path}.alpha"), &self.alpha.view([1, -1, 1, 1]));
+        let y = graph.node("Mul", path, vec![xs, alpha], vec![]);
+        Ok(OnnxValue { name: y, rank: x.rank })
+    }
+}
+
+/// A user's model with its own forward: conv, the user's layer, a residual add, pooling, head.
+/// Its rule hands the known children back to the exporter.
+#[derive(Debug, Module)]
+struct UserNet {
+    conv: Conv2d,
+    act: ScaledSwish,
+    head: Linear,
+}
+
+impl tch::nn::ModuleT for UserNet {
+    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        let y = self.act.forward_t(&self.conv.forward_t(x, train), train) + x;
+        self.head.forward_t(&y.mean_dim(&[2i64, 3][..], false, Kind::Float), train)
+    }
+}
+
+impl OnnxExport for UserNet {
+    fn export_onnx(
+        &self,
+        graph: &mut OnnxGraph,
+        path: &str,
+        x: OnnxValue,
+    ) -> torchlight_export::Result<OnnxValue> {
+        let y = graph.module("conv", &self.conv, x.clone())?;
+        let y = graph.module("act", &self.act, y)?;
+        let y = graph.node("Add", path, vec![y.name, x.name], vec![]);
+        let pooled = graph.node(
+            "ReduceMean",
+            path,
+            vec![y],
+            vec![onnx_attr::ints("axes", &[2, 3]), onnx_attr::int("keepdims", 0)],
+        );
+        graph.module("head", &self.head, OnnxValue { name: pooled, rank: Some(2) })
+    }
+}
+
+/// A model and a layer of the user's own export through their `OnnxExport` rules, and
+/// onnxruntime agrees with the Rust forward; without the rule the error says how to add one.
+#[test]
+fn a_users_own_layers_export_through_their_onnx_rules() {
+    let dir = out_dir("user-rule");
+    let net = UserNet {
+        conv: Conv2d::new(3, 3, 3, Conv2dConfig::default().with_padding(1)),
+        act: ScaledSwish { alpha: Tensor::from_slice(&[0.5f32, 1.5, -2.0]).set_requires_grad(true) },
+        head: Linear::new(3, 4, true),
+    };
+    let options = OnnxOptions::new(&[3, 8, 8]);
+    let err = export_onnx(&net, &options, dir.join("usernet__onnx.onnx")).unwrap_err().to_string();
+    assert!(err.contains("OnnxExport") && err.contains("register_onnx_rule"), "{err}");
+    register_onnx_rule::<UserNet>();
+    register_onnx_rule::<ScaledSwish>();
+    export_onnx(&net, &options, dir.join("usernet__onnx.onnx")).unwrap();
+    write_io(&dir, "usernet", &net, &[3, 8, 8]);
+    let (rows, _) = check(&dir);
+    assert_rows(&rows, 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
