@@ -17,14 +17,19 @@ const EXAMPLES: &[(&str, &[&str])] = &[
     ("finetune_pth", &["{pth}"]),
 ];
 
-pub fn run(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<()> {
-    let status = cargo()
-        .current_dir(root)
-        .args(["build", "-p", "torchlight", "--examples"])
-        .status()
-        .context("could not start cargo")?;
-    if !status.success() {
-        bail!("building the examples failed ({status})");
+/// Runs every example; `built` says the test run just built them (a plain `cargo test
+/// --workspace` builds every example and links it as `target/debug/examples/NAME`), otherwise
+/// they are built first (a separate feature resolution: slower).
+pub fn run(root: &Path, target: &Path, cargo: fn() -> Command, built: bool) -> Result<()> {
+    if !built {
+        let status = cargo()
+            .current_dir(root)
+            .args(["build", "-p", "torchlight", "--examples"])
+            .status()
+            .context("could not start cargo")?;
+        if !status.success() {
+            bail!("building the examples failed ({status})");
+        }
     }
     let pth = resnet18_pth(root, target)?;
     for (name, args) in EXAMPLES {

@@ -261,7 +261,8 @@ fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
     if !status.success() {
         bail!("tests failed ({status})");
     }
-    examples::run(&root, &target_dir(&root), cargo)?;
+    // `cargo test --workspace` with nothing passed through has just built every example.
+    examples::run(&root, &target_dir(&root), cargo, passthrough.is_empty())?;
     standalone::check(&root, &target_dir(&root), cargo)
 }
 
