@@ -3,8 +3,11 @@
 //! 1. no libtorch: `torchlight-vision`, `torchlight-data` without `tch` and `torchlight-base`
 //!    have no tch/torch-sys in their dependency tree, and build and pass their tests with
 //!    `LIBTORCH` pointing nowhere;
-//! 2. the facade's features: `torchlight` builds with each feature alone (`cargo build`, not
-//!    `cargo check`, so the libraries the test run has just built are reused);
+//! 2. the facade's features: `torchlight` builds with no features, with each libtorch-free
+//!    feature alone, and with `nn` alone (the smallest set that links libtorch). Every other
+//!    single feature was built here once, but each libtorch set resolves its build
+//!    dependencies' features differently and so rebuilds torch-sys's C++ (minutes each), which
+//!    the whole matrix multiplied past the CI budget; the full set is built by the test run.
 //! 3. another project: a throwaway crate under the system temp dir, outside this workspace and
 //!    its `.cargo/config.toml`, set up with nothing but the documented steps (`torchlight-setup`
 //!    in the project, `torchlight-build` in its build script), depending on the crates by
@@ -17,9 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-/// The facade's features, each checked alone.
-const FACADE_FEATURES: &[&str] =
-    &["tensor", "nn", "optim", "data", "vision", "checkpoint", "export", "train"];
+/// The facade's features checked alone (see the module docs for why not all of them).
+const FACADE_FEATURES: &[&str] = &["data", "vision", "nn"];
 
 /// Runs the four checks in order, printing what each cost.
 pub fn check(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<()> {
