@@ -114,28 +114,34 @@ pub(crate) fn write(path: &Path, tensors: &[(String, Tensor)]) -> Result<(File, 
     json.resize(json.len().next_multiple_of(8), b' ');
 
     let file = File::create(path).map_err(io(path))?;
-    let mut out = BufWriter::with_capacity(CHUNK, file);
-    let mut hasher = crc32fast::Hasher::new();
-    let mut put = |bytes: &[u8]| {
-        hasher.update(bytes);
-        out.write_all(bytes)
-    };
-    let written = (|| {
-        put(&(json.len() as u64).to_le_bytes())?;
-        put(&json)?;
-        for &i in &order {
-            for chunk in bytes_of(&cpu[i].1).chunks(CHUNK) {
-                put(chunk)?;
-            }
+    let mut out =
+        HashingWriter { out: BufWriter::with_capacity(CHUNK, file), hasher: crc32fast::Hasher::new() };
+    out.put(&(json.len() as u64).to_le_bytes()).map_err(io(path))?;
+    out.put(&json).map_err(io(path))?;
+    for &i in &order {
+        for chunk in bytes_of(&cpu[i].1).chunks(CHUNK) {
+            out.put(chunk).map_err(io(path))?;
         }
-        Ok(())
-    })();
-    written.map_err(io(path))?;
+    }
+    let HashingWriter { out, hasher } = out;
     let file = out
         .into_inner()
         .map_err(|e| CheckpointError::Io { path: path.to_path_buf(), error: e.into_error() })?;
     let bytes = 8 + json.len() as u64 + offset as u64;
     Ok((file, FileRecord { bytes, crc32: format!("{:08x}", hasher.finalize()) }))
+}
+
+/// A buffered file writer that hashes what it is given.
+struct HashingWriter {
+    out: BufWriter<File>,
+    hasher: crc32fast::Hasher,
+}
+
+impl HashingWriter {
+    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.hasher.update(bytes);
+        self.out.write_all(bytes)
+    }
 }
 
 /// Size and CRC-32 of the file at `path`, read in full.
