@@ -20,14 +20,14 @@ impl ToTensor {
     }
 }
 
-/// `image` in CHW layout, mapping channel `c`'s value `v` to `lut[c][v]` (one pass over the
-/// pixels: ToTensor and Normalize are per-channel functions of a `u8`).
+/// `image` in CHW layout, mapping channel `c`'s value `v` to `lut[c][v]` (one table lookup per
+/// value: ToTensor and Normalize are per-channel functions of a `u8`).
 pub(crate) fn to_chw_with(image: &Image, lut: &[[f32; 256]]) -> TensorImage {
     let (c, h, w) = (image.channels(), image.height(), image.width());
     let plane = h * w;
     let pixels = image.pixels();
     // Plane by plane into reserved memory: each value is written once (no zero fill first),
-    // and the pixels (a third of the output's size) stay in cache between the planes.
+    // and the pixels (a quarter of the output's bytes) stay in cache between the planes.
     let mut data = Vec::with_capacity(c * plane);
     for (ch, lut) in lut.iter().enumerate().take(c) {
         data.extend(pixels.chunks_exact(c).map(|px| lut[px[ch] as usize]));
