@@ -10,6 +10,8 @@ usage: python pytorch_bench.py --threads T --data DIR --scratch DIR
 
 import argparse
 import os
+import random
+import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ import torch
 import torch.distributed as dist
 import torchvision
 from PIL import Image
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 from torchvision import datasets, models, transforms
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
@@ -44,16 +46,30 @@ class Decode:
         return n
 
 
+def train_transform():
+    return transforms.Compose(
+        [
+            transforms.RandomResizedCrop(224),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
+
+
+def eval_transform():
+    return transforms.Compose(
+        [
+            transforms.Resize(256),
+            transforms.CenterCrop(224),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
+
+
 class Pipeline:
-    def __init__(self, env, workers):
-        transform = transforms.Compose(
-            [
-                transforms.RandomResizedCrop(224),
-                transforms.RandomHorizontalFlip(),
-                transforms.ToTensor(),
-                transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-            ]
-        )
+    def __init__(self, env, workers, transform):
         self.dataset = datasets.ImageFolder(env.data, transform=transform)
         generator = torch.Generator().manual_seed(0)
         self.loader = DataLoader(
@@ -130,6 +146,79 @@ class CheckpointIo:
         self.opt.load_state_dict(ckpt["optimizer"])
 
 
+E2E_EPOCHS = 2
+
+
+class EndToEnd:
+    """The plain PyTorch script a user would write for the recipe `torchlight train` runs:
+    resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, a seeded stratified 10%
+    validation split evaluated every epoch, and a checkpoint (last, and best when it improves)
+    saved every epoch."""
+
+    def __init__(self, env):
+        self.data = env.data
+        self.out = os.path.join(env.scratch, "e2e_pytorch")
+        os.makedirs(self.out, exist_ok=True)
+
+    def run(self):
+        size = 32
+        train_tf = transforms.Compose(
+            [
+                transforms.RandomResizedCrop(size),
+                transforms.RandomHorizontalFlip(),
+                transforms.ToTensor(),
+                transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+            ]
+        )
+        eval_tf = transforms.Compose(
+            [
+                transforms.Resize(size * 256 // 224),
+                transforms.CenterCrop(size),
+                transforms.ToTensor(),
+                transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+            ]
+        )
+        train_set = datasets.ImageFolder(self.data, transform=train_tf)
+        val_set = datasets.ImageFolder(self.data, transform=eval_tf)
+        by_class = {}
+        for i, (_, c) in enumerate(train_set.samples):
+            by_class.setdefault(c, []).append(i)
+        rng = random.Random(0)
+        train_idx, val_idx = [], []
+        for idx in by_class.values():
+            rng.shuffle(idx)
+            k = max(1, round(len(idx) * 0.1))
+            val_idx += idx[:k]
+            train_idx += idx[k:]
+        train_loader = DataLoader(Subset(train_set, train_idx), batch_size=32, shuffle=True, num_workers=2)
+        val_loader = DataLoader(Subset(val_set, val_idx), batch_size=32, num_workers=2)
+        torch.manual_seed(0)
+        model = models.resnet18(num_classes=len(train_set.classes))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=E2E_EPOCHS)
+        loss_fn = torch.nn.CrossEntropyLoss()
+        best = -1.0
+        for epoch in range(E2E_EPOCHS):
+            model.train()
+            for x, y in train_loader:
+                opt.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+            sched.step()
+            model.eval()
+            correct = 0
+            with torch.no_grad():
+                for x, y in val_loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+            acc = correct / len(val_idx)
+            last = os.path.join(self.out, "last.pt")
+            state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1}
+            torch.save(state, last)
+            if acc > best:
+                best = acc
+                shutil.copyfile(last, os.path.join(self.out, "best.pt"))
+
+
 # The all-reduce rows, as in torchlight-bench's allreduce.rs: name -> (float32 elements per
 # all-reduce, all-reduces per repetition).
 ALLREDUCE_WORKLOADS = {"allreduce_2r_256kib": (64 << 10, 20), "allreduce_2r_25mib": (25 << 18, 4)}
@@ -198,9 +287,11 @@ def build(name, env):
     if name == "decode":
         return Decode(env)
     if name == "pipeline_w0":
-        return Pipeline(env, 0)
+        return Pipeline(env, 0, train_transform())
     if name == "pipeline_w2":
-        return Pipeline(env, 2)
+        return Pipeline(env, 2, train_transform())
+    if name == "pipeline_eval_w0":
+        return Pipeline(env, 0, eval_transform())
     if name == "train_resnet18_64_b32":
         return TrainStep(models.resnet18(num_classes=10), 32, 64)
     if name == "train_resnet34_224_b8":
@@ -219,6 +310,8 @@ def build(name, env):
         return AdamWStep(fused=None)
     if name == "eval_resnet34_224_b32":
         return Eval()
+    if name == "train_e2e_resnet18_32_w2":
+        return EndToEnd(env)
     if name == "checkpoint_resnet50":
         return CheckpointIo(env)
     if name in ALLREDUCE_WORKLOADS:

@@ -39,6 +39,11 @@ const WORKLOADS: &[Workload] = &[
         heavy: true,
     },
     Workload {
+        name: "pipeline_eval_w0",
+        description: "one epoch of the evaluation transform: ImageFolder + Resize(256) + CenterCrop(224) + ToTensor + Normalize, batch 32, shuffled, num_workers=0",
+        heavy: true,
+    },
+    Workload {
         name: "train_resnet18_64_b32",
         description: "training step, resnet18 (10 classes), 64x64, batch 32: zero_grad, forward, cross-entropy, backward, AdamW step (vs PyTorch eager, default AdamW)",
         heavy: false,
@@ -92,6 +97,11 @@ const WORKLOADS: &[Workload] = &[
         name: "allreduce_2r_25mib",
         description: "4 all-reduces of 25 MiB (DistributedDataParallel's default bucket), as above (bandwidth-bound)",
         heavy: false,
+    },
+    Workload {
+        name: "train_e2e_resnet18_32_w2",
+        description: "end to end: a whole `torchlight train` run (`torchlight_train::fit`: resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, 10% validation split evaluated each epoch, checkpoint each epoch, 2 epochs) vs the same recipe as a plain PyTorch script (torchvision transforms, DataLoader num_workers=2, torch.save each epoch); images/s is the inverse ratio",
+        heavy: true,
     },
     Workload {
         name: "checkpoint_resnet50",

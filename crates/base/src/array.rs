@@ -118,10 +118,22 @@ impl Array {
     /// `[S...]` each -> `[N, S...]`. Each array comes with its sample index, which errors name
     /// (`key` too, for keyed samples). `items` must not be empty.
     pub fn stack(items: &[(usize, &Array)], key: Option<&str>) -> Result<Array> {
+        let shape = Array::stack_shape(items, key)?;
+        let first = items[0].1;
+        let mut buffer = first.buffer.empty_like(first.numel() * items.len());
+        for (_, array) in items {
+            buffer.extend_from(&array.buffer).expect("stack_shape checked the element types");
+        }
+        Ok(Array { buffer, shape })
+    }
+
+    /// The shape `[N, S...]` that [`Array::stack`] gives `items`, after the checks it makes
+    /// (each array consistent, all of the first one's shape and element type), for code that
+    /// stacks into its own memory (a tensor) instead of a new buffer.
+    pub fn stack_shape(items: &[(usize, &Array)], key: Option<&str>) -> Result<Vec<usize>> {
         let Some(&(first_index, first)) = items.first() else {
             return Err(ArrayError::EmptyStack);
         };
-        let mut buffer = first.buffer.empty_like(first.numel() * items.len());
         for &(index, array) in items {
             array.check().map_err(|e| ArrayError::Invalid { index, reason: e.to_string() })?;
             if array.shape != first.shape {
@@ -133,17 +145,19 @@ impl Array {
                     key: key.map(str::to_string),
                 });
             }
-            buffer.extend_from(&array.buffer).map_err(|()| ArrayError::DTypeMismatch {
-                index,
-                dtype: array.buffer.dtype(),
-                first_dtype: first.buffer.dtype(),
-                key: key.map(str::to_string),
-            })?;
+            if std::mem::discriminant(&array.buffer) != std::mem::discriminant(&first.buffer) {
+                return Err(ArrayError::DTypeMismatch {
+                    index,
+                    dtype: array.buffer.dtype(),
+                    first_dtype: first.buffer.dtype(),
+                    key: key.map(str::to_string),
+                });
+            }
         }
         let mut shape = Vec::with_capacity(first.shape.len() + 1);
         shape.push(items.len());
         shape.extend_from_slice(&first.shape);
-        Ok(Array { buffer, shape })
+        Ok(shape)
     }
 }
 

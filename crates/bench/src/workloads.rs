@@ -12,8 +12,8 @@ use torchlight_nn::{
 };
 use torchlight_optim::{AdamConfig, AdamW, Optimizer, ParamGroup};
 use torchlight_vision::{
-    decode_file, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToTensor,
-    IMAGENET_MEAN, IMAGENET_STD,
+    decode_file, CenterCrop, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop,
+    Resize, ToTensor, IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// One workload: built once (models, data, optimizer state), then timed by [`Workload::run`].
@@ -34,8 +34,9 @@ pub struct Env {
 pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
     Ok(match name {
         "decode" => Box::new(Decode::new(&env.data)?),
-        "pipeline_w0" => Box::new(Pipeline::new(&env.data, 0)?),
-        "pipeline_w2" => Box::new(Pipeline::new(&env.data, 2)?),
+        "pipeline_w0" => Box::new(Pipeline::new(&env.data, 0, Pipeline::train_transform())?),
+        "pipeline_w2" => Box::new(Pipeline::new(&env.data, 2, Pipeline::train_transform())?),
+        "pipeline_eval_w0" => Box::new(Pipeline::new(&env.data, 0, Pipeline::eval_transform())?),
         "train_resnet18_64_b32" => Box::new(TrainStep::new(resnet18(10), 32, 64)?),
         "train_resnet34_224_b8" => Box::new(TrainStep::new(resnet34(10), 8, 224)?),
         "train_mobilenet_v3_large_224_b8" => {
@@ -47,6 +48,7 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "adamw_resnet34_vs_fused" | "adamw_resnet34_vs_default" => Box::new(AdamWStep::new()?),
         "eval_resnet34_224_b32" => Box::new(Eval::new()?),
         "checkpoint_resnet50" => Box::new(CheckpointIo::new(&env.scratch)?),
+        "train_e2e_resnet18_32_w2" => Box::new(EndToEnd::new(env)?),
         other => match crate::allreduce::ALLREDUCE_WORKLOADS.iter().find(|w| w.0 == other) {
             Some(&(_, elements, count)) => crate::allreduce::build(elements, count)?,
             None => bail!("unknown workload `{other}`"),
@@ -77,19 +79,34 @@ impl Workload for Decode {
     }
 }
 
-/// One epoch of the torchvision training pipeline through the DataLoader, batch 32, shuffled.
+/// One epoch of a torchvision pipeline through the DataLoader, batch 32, shuffled.
 struct Pipeline {
     loader: DataLoader<ImageFolder>,
     epoch: u64,
 }
 
 impl Pipeline {
-    fn new(data: &Path, workers: usize) -> Result<Self> {
-        let transform = Compose::default()
+    /// torchvision's ImageNet training transform: RandomResizedCrop(224) + hflip + ToTensor +
+    /// Normalize.
+    fn train_transform() -> Compose {
+        Compose::default()
             .then(RandomResizedCrop::new(224))
             .then(RandomHorizontalFlip::default())
             .then(ToTensor)
-            .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD));
+            .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+    }
+
+    /// torchvision's ImageNet evaluation transform: Resize(256) + CenterCrop(224) + ToTensor +
+    /// Normalize.
+    fn eval_transform() -> Compose {
+        Compose::default()
+            .then(Resize::new(256))
+            .then(CenterCrop::new(224))
+            .then(ToTensor)
+            .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+    }
+
+    fn new(data: &Path, workers: usize, transform: Compose) -> Result<Self> {
         let dataset = ImageFolder::new(data)?.with_transform(transform);
         let loader =
             DataLoader::builder(dataset).batch_size(32).shuffle(true).num_workers(workers).seed(0).build()?;
@@ -232,6 +249,53 @@ impl Workload for CheckpointIo {
         let checkpoint = Checkpoint::load(&self.dir)?;
         checkpoint.restore_model(&self.model)?;
         checkpoint.restore_optimizer(&mut self.optimizer)?;
+        Ok(())
+    }
+}
+
+/// Epochs of the end-to-end run (the image count already differs between quick and full mode).
+const E2E_EPOCHS: usize = 2;
+
+/// A whole `torchlight train` run (the recipe behind the CLI, `torchlight_train::fit`):
+/// resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, a seeded 10% validation split
+/// evaluated every epoch, checkpoints, logs and curves written, for [`E2E_EPOCHS`] epochs. The
+/// small images make the loader and the per-step overhead, not the model, the cost.
+struct EndToEnd {
+    config: torchlight_train::TrainConfig,
+}
+
+impl EndToEnd {
+    fn new(env: &Env) -> Result<Self> {
+        // The recipe reads `<root>/train`; the bench's ImageFolder is linked there.
+        let root = env.scratch.join("e2e_data");
+        std::fs::create_dir_all(&root).with_context(|| format!("{}", root.display()))?;
+        let train = root.join("train");
+        if std::fs::read_link(&train).ok().as_deref() != Some(env.data.as_path()) {
+            let _ = std::fs::remove_file(&train);
+            std::os::unix::fs::symlink(&env.data, &train).with_context(|| format!("{}", train.display()))?;
+        }
+        let mut config = torchlight_train::TrainConfig::default();
+        config.data.root = root;
+        config.data.image_size = 32;
+        config.data.workers = 2;
+        config.model.name = "resnet18".into();
+        config.train.epochs = E2E_EPOCHS;
+        config.train.batch_size = 32;
+        config.train.device = "cpu".into();
+        config.train.out_dir = env.scratch.join("e2e_runs");
+        Ok(EndToEnd { config })
+    }
+}
+
+impl Workload for EndToEnd {
+    fn run(&mut self) -> Result<()> {
+        let summary = torchlight_train::fit(self.config.clone(), &torchlight_train::Progress::quiet())?;
+        // Each repetition is a new run folder; keep the scratch space from growing.
+        std::fs::remove_dir_all(&summary.run_dir)
+            .with_context(|| format!("{}", summary.run_dir.display()))?;
+        if summary.epochs != E2E_EPOCHS as u64 {
+            bail!("the run stopped after {} epochs", summary.epochs);
+        }
         Ok(())
     }
 }

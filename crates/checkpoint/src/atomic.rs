@@ -9,15 +9,83 @@
 //! Deleting a checkpoint (retention) is the same in reverse: [`remove`] renames `<name>` to
 //! `.<name>.del-<pid>` first, so a crash leaves either the complete folder or none under its
 //! name, and [`clean_leftovers`] deletes what a killed process left aside.
+//!
+//! Deleting the replaced version (hundreds of megabytes for a large model) runs on a
+//! background thread after the swap: by then the new version is durable under `<name>` and
+//! the old one is a stale `.<name>.old-<pid>`, which a kill at any point of its deletion
+//! leaves for [`clean_leftovers`] and which [`resolve`] never reads while `<name>` is
+//! complete. Every other operation on checkpoint folders of this process first waits for
+//! those deletions ([`finish_removals`]), so two never work on the same names at once.
 
 use crate::error::{io, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+
+/// Deletions of replaced checkpoint versions still running.
+static REMOVALS: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Waits until the previous versions that saves of this process replaced are deleted from
+/// disk. Saving, deleting and cleaning checkpoint folders wait for them anyway, and
+/// [`CheckpointManager`](crate::CheckpointManager) waits before each save returns; call this
+/// after a last [`save`](crate::save) of your own before the process exits, or a hidden
+/// `.<name>.old-<pid>` folder may stay behind (deleted by the next manager started there).
+pub fn finish_removals() {
+    let pending = std::mem::take(&mut *REMOVALS.lock().unwrap_or_else(|e| e.into_inner()));
+    for handle in pending {
+        // The deletion is best effort (what it leaves, `clean_leftovers` deletes), so neither
+        // its failure nor a panic in it is the caller's error.
+        let _ = handle.join();
+    }
+}
+
+/// Deletes the folder `path` on a background thread ([`finish_removals`] waits for it); on
+/// the calling thread when no thread can be started.
+fn remove_in_background(path: PathBuf) {
+    let spawned = std::thread::Builder::new().name("checkpoint-cleanup".into()).spawn({
+        let path = path.clone();
+        move || {
+            let _ = fs::remove_dir_all(&path);
+        }
+    });
+    match spawned {
+        Ok(handle) => {
+            wait_at_exit();
+            REMOVALS.lock().unwrap_or_else(|e| e.into_inner()).push(handle)
+        }
+        Err(_) => {
+            let _ = fs::remove_dir_all(&path);
+        }
+    }
+}
+
+/// Makes a normal process exit (returning from `main`, `std::process::exit`) wait for the
+/// deletions still running, so a program whose last act is a save leaves no hidden folder.
+fn wait_at_exit() {
+    #[cfg(unix)]
+    {
+        extern "C" fn at_exit() {
+            finish_removals();
+        }
+        static REGISTER: std::sync::Once = std::sync::Once::new();
+        REGISTER.call_once(|| {
+            // SAFETY: registers a plain function with no arguments; it only joins threads,
+            // which are still running when exit handlers run, and takes no lock that the
+            // exiting thread could hold (`REMOVALS` is never held across a call out).
+            unsafe {
+                libc::atexit(at_exit);
+            }
+        });
+    }
+}
 
 /// A folder being written; [`Staging::commit`] swaps it into place.
 pub(crate) struct Staging {
     pub(crate) dir: PathBuf,
     target: PathBuf,
+    /// Files in `dir` their writer already synced.
+    synced: Vec<PathBuf>,
 }
 
 fn sibling(target: &Path, tag: &str) -> PathBuf {
@@ -27,20 +95,30 @@ fn sibling(target: &Path, tag: &str) -> PathBuf {
 
 impl Staging {
     pub(crate) fn new(target: &Path) -> Result<Self> {
+        finish_removals();
         let parent = target.parent().unwrap_or(Path::new("."));
         fs::create_dir_all(parent).map_err(io(parent))?;
         // Staging folders left by a writer that was killed are garbage: one writer owns a run.
-        remove_siblings(target, "tmp")?;
+        remove_siblings(target, "tmp", |_| true)?;
         let dir = sibling(target, "tmp");
         fs::create_dir(&dir).map_err(io(&dir))?;
-        Ok(Staging { dir, target: target.to_path_buf() })
+        Ok(Staging { dir, target: target.to_path_buf(), synced: Vec::new() })
     }
 
-    /// fsyncs the staged files and folder, swaps the folder in, and removes the old one.
+    /// Records that the staged file `path` was synced (`fdatasync` after its last write) by
+    /// its writer, so that [`Staging::commit`] does not sync it again.
+    pub(crate) fn synced(&mut self, path: PathBuf) {
+        self.synced.push(path);
+    }
+
+    /// fsyncs the staged files and folder, swaps the folder in, and deletes the old version
+    /// in the background (see the module's documentation).
     pub(crate) fn commit(self) -> Result<()> {
         for entry in fs::read_dir(&self.dir).map_err(io(&self.dir))? {
             let path = entry.map_err(io(&self.dir))?.path();
-            fs::File::open(&path).and_then(|f| f.sync_all()).map_err(io(&path))?;
+            if !self.synced.contains(&path) {
+                fs::File::open(&path).and_then(|f| f.sync_all()).map_err(io(&path))?;
+            }
         }
         sync_dir(&self.dir)?;
         let old = sibling(&self.target, "old");
@@ -53,8 +131,12 @@ impl Staging {
         }
         fs::rename(&self.dir, &self.target).map_err(io(&self.target))?;
         sync_dir(self.target.parent().unwrap_or(Path::new(".")))?;
-        // The previous version, and any left by an earlier interrupted save, are now stale.
-        remove_siblings(&self.target, "old")
+        // Any version left by an earlier interrupted save is stale now too.
+        remove_siblings(&self.target, "old", |path| !(had_old && path == old))?;
+        if had_old {
+            remove_in_background(old);
+        }
+        Ok(())
     }
 }
 
@@ -65,8 +147,8 @@ impl Drop for Staging {
     }
 }
 
-/// Removes every `.<name>.<tag>-*` folder beside `target`.
-fn remove_siblings(target: &Path, tag: &str) -> Result<()> {
+/// Removes every `.<name>.<tag>-*` folder beside `target` that `select` accepts.
+fn remove_siblings(target: &Path, tag: &str, select: impl Fn(&Path) -> bool) -> Result<()> {
     let Some(name) = target.file_name().map(|n| n.to_string_lossy().into_owned()) else {
         return Ok(());
     };
@@ -76,7 +158,7 @@ fn remove_siblings(target: &Path, tag: &str) -> Result<()> {
         return Ok(());
     };
     for path in entries.filter_map(|e| e.ok()).map(|e| e.path()) {
-        if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)) {
+        if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)) && select(&path) {
             fs::remove_dir_all(&path).map_err(io(&path))?;
         }
     }
@@ -87,6 +169,7 @@ fn remove_siblings(target: &Path, tag: &str) -> Result<()> {
 /// complete folder under its name or nothing there: one atomic rename to `.<name>.del-<pid>`,
 /// an fsync of the parent so the rename is durable, then the deletion of the renamed folder.
 pub(crate) fn remove(target: &Path) -> Result<()> {
+    finish_removals();
     let aside = sibling(target, "del");
     if aside.exists() {
         fs::remove_dir_all(&aside).map_err(io(&aside))?;
@@ -103,6 +186,7 @@ pub(crate) fn remove(target: &Path) -> Result<()> {
 /// a run folder, so nothing here belongs to a live writer. Returns what was deleted; a folder
 /// that cannot be deleted is skipped (hidden, it is never read).
 pub(crate) fn clean_leftovers(root: &Path) -> Vec<PathBuf> {
+    finish_removals();
     let Ok(entries) = fs::read_dir(root) else {
         return Vec::new();
     };

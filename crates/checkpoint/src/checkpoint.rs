@@ -3,9 +3,9 @@
 use crate::atomic::{resolve, Staging};
 use crate::error::{io, CheckpointError, Result};
 use crate::meta::{FileRecord, Meta, Metric, Progress, FORMAT, FORMAT_VERSION, LIBTORCH_VERSION};
+use crate::tensor_file;
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use tch::Tensor;
 use torchlight_nn::{count_parameters, load_state_dict, state_dict, LoadOptions, LoadReport, Module};
@@ -69,43 +69,42 @@ fn now_unix() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-fn file_record(path: &Path) -> Result<FileRecord> {
-    let mut file = fs::File::open(path).map_err(io(path))?;
-    let mut hasher = crc32fast::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut bytes = 0u64;
-    loop {
-        let n = file.read(&mut buf).map_err(io(path))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        bytes += n as u64;
-    }
-    Ok(FileRecord { bytes, crc32: format!("{:08x}", hasher.finalize()) })
+/// Writes `tensors` to `path` (see [`tensor_file::write`]) and returns the open file with its
+/// record.
+fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<(fs::File, FileRecord)> {
+    tensor_file::write(path, tensors)
 }
 
-fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
-    let cpu: Vec<(String, Tensor)> = tensors
-        .iter()
-        .map(|(k, t)| (k.clone(), t.detach().to_device(tch::Device::Cpu).contiguous()))
-        .collect();
-    torchlight_nn::write_safetensors(&cpu, path).map_err(|e| match e {
-        // A full disk or a missing folder: the OS's words, once, with the path.
-        torchlight_nn::NnError::Io { path, error } => CheckpointError::Io { path, error },
-        other => CheckpointError::Torch { path: path.to_path_buf(), message: other.to_string() },
-    })
+/// Asks the kernel to start writing `file` out now, so that its data goes to disk while the
+/// next file is being written and the final `fdatasync` waits less.
+fn start_writeback(file: &fs::File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain system call on an open descriptor; it only schedules writeback,
+        // and its failure changes nothing (the fdatasync that follows is what counts).
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
 }
 
 /// Writes `snapshot` to the checkpoint folder `dir`, atomically: a crash or kill at any point
 /// leaves the previous checkpoint at `dir` (or recoverable beside it, see
 /// [`Checkpoint::load`]), never a half-written one.
+///
+/// The version it replaces is deleted on a background thread once the new one is in place;
+/// the next save or [`finish_removals`](crate::finish_removals) waits for that.
 pub fn save(dir: impl AsRef<Path>, snapshot: &Snapshot<'_>) -> Result<()> {
     let dir = dir.as_ref();
-    let staging = Staging::new(dir)?;
+    let mut staging = Staging::new(dir)?;
     let _guard = torchlight_tensor::no_grad();
 
-    write_tensors(&staging.dir.join(MODEL_FILE), &state_dict(snapshot.model))?;
+    let model_path = staging.dir.join(MODEL_FILE);
+    let (model_file, model_record) = write_tensors(&model_path, &state_dict(snapshot.model))?;
+    start_writeback(&model_file);
 
     let mut training: Vec<(String, Tensor)> = Vec::new();
     let optimizer = snapshot.optimizer.map(|o| {
@@ -120,12 +119,20 @@ pub fn save(dir: impl AsRef<Path>, snapshot: &Snapshot<'_>) -> Result<()> {
         training.extend(rng.cuda.into_iter().enumerate().map(|(i, t)| (format!("rng.cuda.{i}"), t)));
     }
     training.extend(snapshot.loop_tensors.iter().map(|(k, t)| (format!("loop.{k}"), t.shallow_clone())));
-    write_tensors(&staging.dir.join(TRAINING_FILE), &training)?;
-
-    let mut files = BTreeMap::new();
-    for name in [MODEL_FILE, TRAINING_FILE] {
-        files.insert(name.to_string(), file_record(&staging.dir.join(name))?);
+    let training_path = staging.dir.join(TRAINING_FILE);
+    let (training_file, training_record) = write_tensors(&training_path, &training)?;
+    start_writeback(&training_file);
+    // fdatasync (the data and the size, not the timestamps) once both are written, so that
+    // the disk works on the first file while the second is produced.
+    for (file, path) in [(model_file, model_path), (training_file, training_path)] {
+        file.sync_data().map_err(io(&path))?;
+        staging.synced(path);
     }
+
+    let files = BTreeMap::from([
+        (MODEL_FILE.to_string(), model_record),
+        (TRAINING_FILE.to_string(), training_record),
+    ]);
     let meta = Meta {
         format: FORMAT.into(),
         format_version: FORMAT_VERSION,
@@ -164,29 +171,11 @@ pub struct Checkpoint {
 }
 
 fn read_verified(dir: &Path, name: &str, meta: &Meta) -> Result<Vec<(String, Tensor)>> {
-    let path = dir.join(name);
     let record = meta.files.get(name).ok_or_else(|| CheckpointError::Corrupt {
         path: dir.join(META_FILE),
         reason: format!("no record of {name}"),
     })?;
-    let found = file_record(&path)?;
-    if found.bytes != record.bytes {
-        return Err(CheckpointError::Truncated { path, expected: record.bytes, found: found.bytes });
-    }
-    if found.crc32 != record.crc32 {
-        return Err(CheckpointError::Corrupt {
-            path,
-            reason: format!("CRC-32 {} does not match the recorded {}", found.crc32, record.crc32),
-        });
-    }
-    let mut tensors = torchlight_nn::read_safetensors(&path).map_err(|e| match e {
-        torchlight_nn::NnError::Io { path, error } => CheckpointError::Io { path, error },
-        torchlight_nn::NnError::Safetensors { reason, .. } => CheckpointError::Corrupt { path, reason },
-        other => CheckpointError::Corrupt { path, reason: other.to_string() },
-    })?;
-    // safetensors keeps no order; sorted keys make the result the same on every read.
-    tensors.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(tensors)
+    tensor_file::read_verified(&dir.join(name), record)
 }
 
 impl Checkpoint {
@@ -343,7 +332,7 @@ pub fn export_weights(dir: impl AsRef<Path>, out: impl AsRef<Path>) -> Result<()
     }
     let tmp = out.with_extension("safetensors.tmp");
     let written = write_tensors(&tmp, checkpoint.model_state())
-        .and_then(|()| fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp)))
+        .and_then(|(file, _)| file.sync_all().map_err(io(&tmp)))
         .and_then(|()| fs::rename(&tmp, out).map_err(io(out)));
     written.map_err(|e| {
         let _ = fs::remove_file(&tmp);

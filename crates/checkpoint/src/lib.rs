@@ -13,8 +13,9 @@ mod checkpoint;
 mod error;
 mod manager;
 pub mod meta;
+mod tensor_file;
 
-pub use atomic::resolve;
+pub use atomic::{finish_removals, resolve};
 pub use checkpoint::{export_weights, save, Checkpoint, Snapshot};
 pub use error::{CheckpointError, Result};
 pub use manager::{CheckpointManager, Saved};

@@ -1,7 +1,7 @@
 //! Retention for a run's checkpoints: `last` every epoch, `best` by a metric, and optionally
 //! the last N epochs (`epoch_0007`).
 
-use crate::atomic::{clean_leftovers, remove, Staging};
+use crate::atomic::{clean_leftovers, finish_removals, remove, Staging};
 use crate::checkpoint::{save, Checkpoint, Snapshot};
 use crate::error::{io, Result};
 use crate::meta::{Metric, MetricMode};
@@ -101,6 +101,9 @@ impl CheckpointManager {
                 removed.push(old);
             }
         }
+        // The replaced versions were deleting in the background meanwhile; a caller sees
+        // the folder as it will stay.
+        finish_removals();
         Ok(Saved { best: improves, removed })
     }
 }
@@ -110,7 +113,9 @@ impl CheckpointManager {
     /// and the epoch folders are left as they are, and the best metric so far is recorded.
     pub fn save_last(&mut self, snapshot: Snapshot<'_>) -> Result<()> {
         let snapshot = Snapshot { metric: None, best: self.best.clone(), ..snapshot };
-        save(self.last(), &snapshot)
+        save(self.last(), &snapshot)?;
+        finish_removals();
+        Ok(())
     }
 }
 

@@ -117,10 +117,10 @@ impl Collate<BTreeMap<String, Array>> for ArrayCollate {
 /// - `BTreeMap<String, Tensor>` -> `BTreeMap<String, Tensor>`
 ///
 /// Keyed samples must all have the first sample's keys; in errors, the elements of a pair are
-/// keys `0` and `1`. `Array` samples are stacked into one
-/// host buffer by the worker and become a tensor on the consuming thread; tensor samples are
-/// stacked by the worker that loaded them (`torch.stack`; tensors are `Send`) and only pinned
-/// on the consuming thread. Samples of different shapes fail with [`ArrayError::ShapeMismatch`](crate::ArrayError::ShapeMismatch)
+/// keys `0` and `1`. Samples are stacked by the worker that
+/// loaded them (tensors are `Send`): `Array` samples copied straight into an uninitialised
+/// batch tensor (no stacked host buffer, no zero fill), tensor samples with `torch.stack`; the
+/// consuming thread only pins the batch, when asked. Samples of different shapes fail with [`ArrayError::ShapeMismatch`](crate::ArrayError::ShapeMismatch)
 /// (inside [`DataError::Array`]), naming both samples' indices and shapes; `Array`s of other
 /// element types with [`ArrayError::DTypeMismatch`](crate::ArrayError::DTypeMismatch); tensors of other element types or devices
 /// with [`DataError::Collate`].

@@ -1,7 +1,7 @@
 //! Collation into tch tensors (the `tch` feature): [`DefaultCollate`] for `Array` and `Tensor`
 //! samples, and [`ArrayToTensor`].
 
-use crate::collate::{labels, stack_keyed, ArrayCollate, Collate, DefaultCollate};
+use crate::collate::{labels, stack_keyed, Collate, DefaultCollate};
 use crate::error::{DataError, Result};
 use std::collections::BTreeMap;
 use tch::{Kind, Tensor};
@@ -24,63 +24,119 @@ impl ArrayToTensor for Array {
     fn to_tensor(&self, pin_memory: bool) -> Result<Tensor> {
         self.check()?;
         let shape: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
-        let (flat, kind) = match &self.buffer {
-            Buffer::U8(v) => (Tensor::f_from_slice(v)?, Kind::Uint8),
-            Buffer::F32(v) => (Tensor::f_from_slice(v)?, Kind::Float),
-            Buffer::I64(v) => (Tensor::f_from_slice(v)?, Kind::Int64),
-        };
-        let tensor = flat.f_view(shape.as_slice())?;
-        if pin_memory && pinning_supported() {
-            let mut pinned = empty_pinned(&shape, kind)?;
-            pinned.f_copy_(&tensor)?;
-            Ok(pinned)
+        // Straight into uninitialised (pinned where asked) memory: one copy, no zero fill.
+        let mut tensor = if pin_memory && pinning_supported() {
+            empty_pinned(&shape, kind_of(&self.buffer))?
         } else {
-            Ok(tensor)
-        }
+            Tensor::f_empty(shape.as_slice(), (kind_of(&self.buffer), tch::Device::Cpu))?
+        };
+        fill(&mut tensor, [&self.buffer]);
+        Ok(tensor)
     }
 }
 
+/// The tensor element type of `buffer`'s elements.
+fn kind_of(buffer: &Buffer) -> Kind {
+    match buffer {
+        Buffer::U8(_) => Kind::Uint8,
+        Buffer::F32(_) => Kind::Float,
+        Buffer::I64(_) => Kind::Int64,
+    }
+}
+
+/// Copies `buffers` one after the other into `tensor`, a fresh contiguous CPU tensor of their
+/// element type holding exactly their elements together (every caller allocates it so).
+fn fill<'a>(tensor: &mut Tensor, buffers: impl IntoIterator<Item = &'a Buffer>) {
+    let total = tensor.numel();
+    let base = tensor.data_ptr();
+    let mut at = 0usize;
+    for buffer in buffers {
+        let len = buffer.len();
+        assert!(at + len <= total && kind_of(buffer) == tensor.kind(), "fill: buffers do not fit the tensor");
+        // SAFETY: `tensor` is a contiguous CPU tensor of `total` elements of this buffer's
+        // element type (checked just above, with the bounds), allocated by the caller and
+        // borrowed exclusively here, so elements `at..at + len` are valid, writable and do not
+        // overlap the source `Vec`.
+        unsafe {
+            match buffer {
+                Buffer::U8(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), (base as *mut u8).add(at), len),
+                Buffer::F32(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), (base as *mut f32).add(at), len),
+                Buffer::I64(v) => std::ptr::copy_nonoverlapping(v.as_ptr(), (base as *mut i64).add(at), len),
+            }
+        }
+        at += len;
+    }
+    assert_eq!(at, total, "fill: buffers do not fill the tensor");
+}
+
+/// Stacks `Array` samples straight into a new uninitialised tensor `[N, S...]` (no stacked
+/// host buffer in between, no zero fill), with [`Array::stack`]'s checks and errors.
+fn stack_arrays(items: &[(usize, &Array)], key: Option<&str>) -> Result<Tensor> {
+    let shape: Vec<i64> = Array::stack_shape(items, key)?.into_iter().map(|d| d as i64).collect();
+    let mut tensor = Tensor::f_empty(shape.as_slice(), (kind_of(&items[0].1.buffer), tch::Device::Cpu))?;
+    fill(&mut tensor, items.iter().map(|(_, a)| &a.buffer));
+    Ok(tensor)
+}
+
+/// `Array` samples are stacked by the worker that loaded them straight into a tensor (tensors
+/// are `Send`); the consuming thread only pins it, when asked.
 impl Collate<Array> for DefaultCollate {
-    type Staged = Array;
+    type Staged = Tensor;
     type Batch = Tensor;
 
-    fn stage(&self, items: Vec<(usize, Array)>) -> Result<Array> {
-        ArrayCollate.stage(items)
+    fn stage(&self, items: Vec<(usize, Array)>) -> Result<Tensor> {
+        let refs: Vec<(usize, &Array)> = items.iter().map(|(i, a)| (*i, a)).collect();
+        stack_arrays(&refs, None)
     }
 
-    fn finish(&self, staged: Array, pin_memory: bool) -> Result<Tensor> {
-        staged.to_tensor(pin_memory)
+    fn finish(&self, staged: Tensor, pin_memory: bool) -> Result<Tensor> {
+        Ok(pinned_if(staged, pin_memory))
     }
 }
 
-/// `(Array, i64)` and `(Array, Array)` samples: stacked as [`ArrayCollate`] stacks them, then
-/// each part becomes a tensor (labels an `int64` tensor `[N]`).
-impl<T> Collate<(Array, T)> for DefaultCollate
-where
-    ArrayCollate: Collate<(Array, T), Staged = (Array, Array)>,
-{
-    type Staged = (Array, Array);
+/// `(Array, i64)` samples: the inputs stacked as `Array` samples are, the labels an `int64`
+/// tensor `[N]`.
+impl Collate<(Array, i64)> for DefaultCollate {
+    type Staged = (Tensor, Tensor);
     type Batch = (Tensor, Tensor);
 
-    fn stage(&self, items: Vec<(usize, (Array, T))>) -> Result<(Array, Array)> {
-        ArrayCollate.stage(items)
+    fn stage(&self, items: Vec<(usize, (Array, i64))>) -> Result<(Tensor, Tensor)> {
+        let inputs: Vec<(usize, &Array)> = items.iter().map(|(i, (x, _))| (*i, x)).collect();
+        let labels = labels(items.iter().map(|(_, (_, label))| *label))?;
+        Ok((stack_arrays(&inputs, None)?, labels.to_tensor(false)?))
     }
 
-    fn finish(&self, (inputs, targets): (Array, Array), pin_memory: bool) -> Result<(Tensor, Tensor)> {
-        Ok((inputs.to_tensor(pin_memory)?, targets.to_tensor(pin_memory)?))
+    fn finish(&self, (inputs, labels): (Tensor, Tensor), pin: bool) -> Result<(Tensor, Tensor)> {
+        Ok((pinned_if(inputs, pin), pinned_if(labels, pin)))
+    }
+}
+
+/// `(Array, Array)` samples: each part stacked as `Array` samples are.
+impl Collate<(Array, Array)> for DefaultCollate {
+    type Staged = (Tensor, Tensor);
+    type Batch = (Tensor, Tensor);
+
+    fn stage(&self, items: Vec<(usize, (Array, Array))>) -> Result<(Tensor, Tensor)> {
+        let inputs: Vec<(usize, &Array)> = items.iter().map(|(i, (x, _))| (*i, x)).collect();
+        let targets: Vec<(usize, &Array)> = items.iter().map(|(i, (_, y))| (*i, y)).collect();
+        Ok((stack_arrays(&inputs, Some("0"))?, stack_arrays(&targets, Some("1"))?))
+    }
+
+    fn finish(&self, (inputs, targets): (Tensor, Tensor), pin: bool) -> Result<(Tensor, Tensor)> {
+        Ok((pinned_if(inputs, pin), pinned_if(targets, pin)))
     }
 }
 
 impl Collate<BTreeMap<String, Array>> for DefaultCollate {
-    type Staged = BTreeMap<String, Array>;
+    type Staged = BTreeMap<String, Tensor>;
     type Batch = BTreeMap<String, Tensor>;
 
     fn stage(&self, items: Vec<(usize, BTreeMap<String, Array>)>) -> Result<Self::Staged> {
-        ArrayCollate.stage(items)
+        stack_keyed(&items, |refs, key| stack_arrays(refs, Some(key)))
     }
 
-    fn finish(&self, staged: Self::Staged, pin_memory: bool) -> Result<Self::Batch> {
-        staged.into_iter().map(|(key, array)| Ok((key, array.to_tensor(pin_memory)?))).collect()
+    fn finish(&self, staged: Self::Staged, pin: bool) -> Result<Self::Batch> {
+        Ok(staged.into_iter().map(|(key, t)| (key, pinned_if(t, pin))).collect())
     }
 }
 

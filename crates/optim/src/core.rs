@@ -508,7 +508,9 @@ impl<'a> StateTensors<'a> {
 /// A fresh copy of `t` on `device` in `kind`, sharing nothing with the caller's tensor.
 fn copy_to(t: &Tensor, device: Device, kind: Kind) -> Tensor {
     let _guard = torchlight_tensor::no_grad();
-    t.to_device(device).to_kind(kind).copy().detach()
+    // One `at::to(.., copy=true)`: a single uninitialised allocation and copy (a zero-filled
+    // tensor and a `copy_` cost a second pass over every byte of the state).
+    t.to_device_(device, kind, false, true).detach()
 }
 
 /// Checks that parameter names are unique across groups.

@@ -1,46 +1,56 @@
 //! Training guards: the non-finite gradient check, the device check, and the out-of-memory
 //! report with the largest batch that fits (found by halving), plus their messages.
 //!
-//! Cost: [`grads_all_finite`] is one fused kernel over all gradients
-//! (`_amp_foreach_non_finite_check_and_unscale_` with a scale of 1) and one read of a single
-//! float back to the host per optimizer step; on CUDA that read waits for the backward pass to
+//! Cost: [`grads_all_finite`] reads every gradient once (a max-abs reduction per gradient,
+//! which NaN and Inf propagate through, writing nothing) and reads one flag per device and
+//! dtype back to the host per optimizer step; on CUDA that read waits for the backward pass to
 //! finish, which the optimizer step has to do anyway, so it stops the host from queueing the
-//! next batch's kernels early but moves no data. The per-parameter search behind the error runs
+//! next batch's kernels early but moves no data. With a GradScaler the trainer leaves this
+//! check to the scaler's own `found_inf`, which it reads anyway. The per-parameter search behind the error runs
 //! only once a step has already gone bad.
 
 use crate::error::{Result, TrainError};
 use std::any::Any;
 use tch::{Device, Kind, Tensor};
 use torchlight_nn::{named_parameters, Module};
-use torchlight_tensor::non_finite_check_and_unscale;
 
-/// Whether every defined gradient in `params` is finite: one fused check per (device, dtype)
-/// group and one host read. Parameters without a gradient are ignored.
+/// Whether every defined gradient in `params` is finite: the largest absolute value of each
+/// gradient (`linalg.vector_norm(g, inf)`, NaN if any element is NaN), the maxima of each
+/// (device, dtype) group checked together, and one host read per group. Unlike the fused
+/// unscale kernel with a scale of 1 that this replaces, it writes nothing back into the
+/// gradients. Parameters without a gradient, and empty gradients, are ignored.
 pub fn grads_all_finite<'a>(params: impl IntoIterator<Item = &'a Tensor>) -> Result<bool> {
+    let _guard = torchlight_tensor::no_grad();
     let mut groups: Vec<((Device, Kind), Vec<Tensor>)> = Vec::new();
     for p in params {
         let g = p.grad();
-        if !g.defined() {
+        if !g.defined() || g.numel() == 0 {
             continue;
         }
         let key = (g.device(), g.kind());
+        // linalg.norm of the flattened gradient (a view: gradients are contiguous) with
+        // ord=inf is vector_norm's max-abs reduction.
+        let max_abs = g
+            .f_reshape([-1])
+            .and_then(|flat| flat.f_linalg_norm(f64::INFINITY, None::<&[i64]>, false, None::<Kind>))
+            .map_err(torch_err)?;
         match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push(g),
-            None => groups.push((key, vec![g])),
+            Some((_, v)) => v.push(max_abs),
+            None => groups.push((key, vec![max_abs])),
         }
     }
-    let mut found: Option<Tensor> = None;
-    for ((device, _), grads) in &groups {
-        let flag = Tensor::zeros([1], (Kind::Float, *device));
-        let one = Tensor::ones([1], (Kind::Float, *device));
-        non_finite_check_and_unscale(grads, &flag, &one)?;
-        let flag = flag.to_device(Device::Cpu);
-        found = Some(match found {
-            Some(f) => f + flag,
-            None => flag,
-        });
+    for (_, maxima) in &groups {
+        let finite = Tensor::f_stack(maxima, 0).and_then(|m| m.f_isfinite()).and_then(|f| f.f_all());
+        if !finite.and_then(bool::try_from).map_err(torch_err)? {
+            return Ok(false);
+        }
     }
-    Ok(found.is_none_or(|f| f.double_value(&[0]) == 0.0))
+    Ok(true)
+}
+
+fn torch_err(err: tch::TchError) -> TrainError {
+    let message = err.to_string();
+    TrainError::Tensor(torchlight_tensor::TensorError::Torch { op: "grads_all_finite", message })
 }
 
 /// The first parameter of `model` (`state_dict` order) whose gradient holds NaN or Inf.
@@ -151,6 +161,30 @@ pub(crate) fn describe_out_of_memory(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A parameter whose gradient is `grad`.
+    fn with_grad(grad: Tensor) -> Tensor {
+        let p = grad.zeros_like().set_requires_grad(true);
+        (&p * &grad).sum(grad.kind()).backward();
+        p
+    }
+
+    #[test]
+    fn the_finite_check_finds_nan_and_both_infinities_in_any_float_dtype() {
+        let big = with_grad(Tensor::from_slice(&[f32::MAX, -f32::MAX, 1.0]));
+        let half = with_grad(Tensor::from_slice(&[65504f32, 1.0]).to_kind(Kind::Half));
+        let empty = with_grad(Tensor::from_slice::<f32>(&[]));
+        let no_grad = Tensor::zeros([2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        assert!(grads_all_finite([&big, &half, &empty, &no_grad]).unwrap(), "large finite values are finite");
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut values = vec![0.5f32; 4099];
+            values[4000] = bad;
+            let p = with_grad(Tensor::from_slice(&values));
+            assert!(!grads_all_finite([&big, &p]).unwrap(), "{bad} in a float32 gradient");
+            let q = with_grad(Tensor::from_slice(&values).to_kind(Kind::Half));
+            assert!(!grads_all_finite([&q, &half]).unwrap(), "{bad} in a float16 gradient");
+        }
+    }
 
     #[test]
     fn halving_finds_the_largest_batch_that_fits() {

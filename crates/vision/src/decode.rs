@@ -224,11 +224,46 @@ fn to_rgb8_like_pil(image: DynamicImage, format: ImageFormat, png_grayscale: boo
 /// Whether a JPEG lacks its end-of-image marker (`FF D9`) after the last start-of-scan
 /// (`FF DA`). Scan data cannot contain `FF D9` (a data `FF` is stuffed as `FF 00`), and an
 /// EXIF thumbnail's own markers come before the main image's scans, so this finds cut-off files.
+///
+/// Almost every file ends with its end-of-image marker, and then the answer only needs a
+/// start-of-scan to exist anywhere before it, which the header segments lead to in a few jumps
+/// ([`jpeg_has_scan`]); only other files (trailing bytes, odd headers) are scanned byte by byte.
 fn jpeg_is_truncated(bytes: &[u8]) -> bool {
+    if bytes.ends_with(&[0xFF, 0xD9]) && jpeg_has_scan(bytes) {
+        // The final `FF D9` lies after the last start-of-scan, wherever that is.
+        return false;
+    }
     let Some(last_sos) = bytes.windows(2).rposition(|w| w == [0xFF, 0xDA]) else {
         return true;
     };
     !bytes[last_sos..].windows(2).any(|w| w == [0xFF, 0xD9])
+}
+
+/// Whether walking the header segments from the start-of-image marker (each `FF xx` followed
+/// by its 2-byte big-endian length) reaches a start-of-scan marker. `false` for anything the
+/// walk does not understand, which sends the caller to the byte-by-byte scan.
+fn jpeg_has_scan(bytes: &[u8]) -> bool {
+    if !bytes.starts_with(&[0xFF, 0xD8]) {
+        return false;
+    }
+    let mut at = 2;
+    while let [0xFF, marker, ..] = bytes[at.min(bytes.len())..] {
+        match marker {
+            0xDA => return true,
+            // Fill bytes before a marker.
+            0xFF => at += 1,
+            // Markers without a length: TEM, RSTn, and SOI/EOI, which cannot precede a scan.
+            0x01 | 0xD0..=0xD7 => at += 2,
+            0x00 | 0xD8 | 0xD9 => return false,
+            _ => match bytes.get(at + 2..at + 4) {
+                Some(&[hi, lo]) if u16::from_be_bytes([hi, lo]) >= 2 => {
+                    at += 2 + usize::from(u16::from_be_bytes([hi, lo]))
+                }
+                _ => return false,
+            },
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -249,6 +284,25 @@ mod tests {
         assert!(jpeg_is_truncated(&whole[..8]));
         // A thumbnail's end marker before the main scan does not count.
         assert!(jpeg_is_truncated(&[0xFF, 0xD8, 0xFF, 0xD9, 0xFF, 0xDA, 1, 2]));
+    }
+
+    #[test]
+    fn the_end_marker_shortcut_agrees_with_the_full_scan() {
+        // SOI, an APP0 segment of length 4, SOS (length 3), scan data, EOI.
+        let whole = [0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 9, 9, 0xFF, 0xDA, 0, 3, 7, 1, 0xFF, 0x00, 0xFF, 0xD9];
+        assert!(jpeg_has_scan(&whole));
+        assert!(!jpeg_is_truncated(&whole));
+        // A file that only ends like one: no scan, so still truncated (by the full scan).
+        let no_scan = [0xFF, 0xD8, 0xFF, 0xE0, 0, 4, 9, 9, 0xFF, 0xD9];
+        assert!(!jpeg_has_scan(&no_scan));
+        assert!(jpeg_is_truncated(&no_scan));
+        // A segment length running past the end stops the walk instead of panicking.
+        assert!(!jpeg_has_scan(&[0xFF, 0xD8, 0xFF, 0xE0, 0xFF, 0xF0, 0xFF, 0xD9]));
+        assert!(!jpeg_has_scan(&[0xFF, 0xD8, 0xFF]));
+        // Trailing bytes after the end marker: the full scan still finds the marker.
+        let mut padded = whole.to_vec();
+        padded.extend([0, 0]);
+        assert!(!jpeg_is_truncated(&padded));
     }
 
     #[test]

@@ -48,6 +48,9 @@ fn a_writer_killed_mid_save_leaves_the_previous_checkpoint_loadable() {
         // The next save from a new writer cleans up whatever the killed one left behind.
         let model = resnet18(10);
         save(dir.join("last"), &Snapshot::model(&model)).unwrap();
+        // The version this save replaced is deleted in the background; the killed writer's
+        // leftovers are gone already, and once that deletion is done only `last` is left.
+        finish_removals();
         let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(leftovers, ["last"], "round {round}");
         std::fs::remove_dir_all(&dir).unwrap();
