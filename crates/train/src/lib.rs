@@ -46,7 +46,7 @@ pub use doctor::{
 pub use error::{Result, TrainError};
 pub use metrics::{
     Accuracy, ClassificationMetrics, ConfusionMatrix, ConfusionMatrixMetric, MeanAbsoluteError,
-    MeanAveragePrecision, Metric, MetricSet, MetricsSummary, MultiLabelF1, RootMeanSquaredError,
+    MeanAveragePrecision, Metric, MetricSet, MetricsSummary, MultiLabelF1, Reduction, RootMeanSquaredError,
     TopKAccuracy,
 };
 pub use plot::{confusion_matrix_size, plot_confusion_matrix, plot_curves, CURVES_SIZE};
@@ -61,6 +61,6 @@ pub use tasks::{Classification, MultiLabel, Regression, RegressionLoss};
 pub use tfevents::EventWriter;
 pub use trainer::{
     best_of, evaluate as evaluate_task, AsDynModule, Batch, BatchEnd, BatchSource, Callback, Context,
-    EpochBatches, FitSummary, Interval, LoopPosition, MicroStep, Monitor, OptimizerStep, Stage, StepConfig,
-    StepOutput, StepRunner, Task, Trainer, TrainerBuilder,
+    Distributed, EpochBatches, FitSummary, Interval, LoopPosition, MicroStep, Monitor, OptimizerStep, Stage,
+    StepConfig, StepOutput, StepRunner, Task, Trainer, TrainerBuilder,
 };
