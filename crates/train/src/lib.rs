@@ -53,8 +53,9 @@ pub use plot::{confusion_matrix_size, plot_confusion_matrix, plot_curves, CURVES
 pub use progress::Progress;
 pub use recipe::{
     build_model, build_optimizer, build_scheduler, class_weights, eval_resize, eval_transform, evaluate, fit,
-    loader, model_architecture, open_splits, pretrained_load_options, resume, train_transform, Loader,
-    ModelCard, RunSummary, Split, Splits, RESUME_CHANGEABLE,
+    fit_distributed, loader, model_architecture, open_splits, pretrained_load_options, resume,
+    resume_distributed, sharded_loader, train_transform, Loader, ModelCard, RunSummary, Split, Splits,
+    RESUME_CHANGEABLE,
 };
 pub use run_dir::RunDir;
 pub use tasks::{Classification, MultiLabel, Regression, RegressionLoss};
