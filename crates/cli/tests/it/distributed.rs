@@ -2,12 +2,12 @@
 //! ImageFolder into one run folder that rank 0 alone writes, show the per-rank and global
 //! batch, and resume with `--nproc 2`; without it, `--nproc` is one line saying how to get it.
 
-use super::{s, temp, torchlight};
+use super::{s, temp};
 
 #[cfg(feature = "distributed")]
 #[test]
 fn nproc_2_trains_into_one_run_folder_and_resumes() {
-    use super::ok;
+    use super::{ok, torchlight};
     let dir = temp("nproc");
     ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "6"]);
     let (data, runs) = (s(&dir.join("data/target")), s(&dir.join("runs")));
