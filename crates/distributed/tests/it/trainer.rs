@@ -1,7 +1,8 @@
 //! The distributed Trainer (2 Gloo ranks on loopback, as processes): the ranks end with
 //! identical weights, equal to one process training on the concatenated batches, with the
 //! validation metrics reduced over the ranks; only rank 0 writes a run folder or prints; a
-//! resumed 2-rank run continues exactly.
+//! resumed 2-rank run continues exactly; AMP keeps the replicas identical; metric states of
+//! different lengths (mAP's kept scores) gather into the whole set's.
 
 use crate::common::{conv_mlp, data, describe, init_deterministic, launch, max_diff, output_of, state};
 use anyhow::{ensure, Context, Result};
@@ -11,7 +12,10 @@ use torchlight_data::{DataLoader, DefaultCollate, DistributedSampler, Sampler, T
 use torchlight_distributed::{DataParallel, DdpConfig, ProcessGroup};
 use torchlight_nn::Sequential;
 use torchlight_optim::{ParamGroup, Sgd, SgdConfig};
-use torchlight_train::{Classification, FitSummary, Progress, Trainer};
+use torchlight_train::{
+    Classification, Distributed, FitSummary, MeanAveragePrecision, Metric, MetricSet, MultiLabelF1, Progress,
+    Trainer,
+};
 
 const WORLD: usize = 2;
 const PER_RANK_BATCH: usize = 2;
@@ -72,6 +76,7 @@ fn fit_rank(
     epochs: u64,
     run_dir: &Path,
     resume: Option<&Path>,
+    amp: bool,
 ) -> Result<(Sequential, FitSummary)> {
     let rank = pg.rank();
     let (model, mut sgd) = model_and_optimizer(3 + rank as u64)?;
@@ -81,6 +86,7 @@ fn fit_rank(
     let mut builder = Trainer::builder()
         .epochs(epochs)
         .accumulation(ACCUMULATION)
+        .amp(amp)
         .seed(SEED)
         .graceful_shutdown(false)
         .progress(Progress::auto())
@@ -106,17 +112,57 @@ fn load(path: &Path) -> Result<Vec<(String, Tensor)>> {
 /// `resume_<rank>` and a resume of it (from rank 0's checkpoint on every rank) to the end.
 pub fn rank(pg: &ProcessGroup, out: &Path) -> Result<()> {
     let r = pg.rank();
-    let (model, summary) = fit_rank(pg, EPOCHS, &out.join(format!("run_{r}")), None)?;
+    let (model, summary) = fit_rank(pg, EPOCHS, &out.join(format!("run_{r}")), None, false)?;
     save(&model, &out.join(format!("rank{r}_straight.safetensors")))?;
     let val: Vec<String> = summary.history.iter().map(|e| format!("{:?}", e.get("val_loss"))).collect();
     std::fs::write(out.join(format!("rank{r}_val.txt")), val.join("\n"))?;
 
     let resume_dir = |rank: usize| out.join(format!("resume_{rank}"));
-    fit_rank(pg, 1, &resume_dir(r), None)?;
+    fit_rank(pg, 1, &resume_dir(r), None, false)?;
     let last = resume_dir(0).join("checkpoints").join("last");
-    let (model, summary) = fit_rank(pg, EPOCHS, &resume_dir(r), Some(&last))?;
+    let (model, summary) = fit_rank(pg, EPOCHS, &resume_dir(r), Some(&last), false)?;
     ensure!(summary.epochs == EPOCHS && summary.world_size == WORLD, "resumed run: {summary:?}");
-    save(&model, &out.join(format!("rank{r}_resumed.safetensors")))
+    save(&model, &out.join(format!("rank{r}_resumed.safetensors")))?;
+
+    // Mixed precision (bfloat16 autocast on the CPU) with accumulation.
+    let (model, _) = fit_rank(pg, 1, &out.join(format!("amp_{r}")), None, true)?;
+    save(&model, &out.join(format!("rank{r}_amp.safetensors")))?;
+
+    reduce_uneven_metrics(pg)
+}
+
+/// Rank r holds 3 - r rows of multi-label scores: the reduced mAP (gathered rows) and F1
+/// (summed counts) are those of one set holding every rank's rows, on every rank.
+fn reduce_uneven_metrics(pg: &ProcessGroup) -> Result<()> {
+    let rows = |rank: usize| -> (Tensor, Tensor) {
+        let n = 3 - rank;
+        let (scores, _) = data(40 + rank as u64, n, [4, 1, 1], 2);
+        let targets: Vec<f32> = (0..n * 4).map(|k| ((k / 4 + k % 4 + rank) % 2) as f32).collect();
+        (scores.view([n as i64, 4]), Tensor::from_slice(&targets).view([n as i64, 4]))
+    };
+    let set = || {
+        let metrics: Vec<Box<dyn Metric>> =
+            vec![Box::new(MeanAveragePrecision::new()), Box::new(MultiLabelF1::new(0.0))];
+        MetricSet::new(metrics)
+    };
+    let loss = Tensor::from(0.5f32);
+    let mut mine = set();
+    let (x, y) = rows(pg.rank());
+    mine.update(&loss, &x, &y)?;
+    let world = DataParallel::new(pg, DdpConfig::default());
+    mine.reduce(&world as &dyn Distributed)?;
+    let mut whole = set();
+    for r in 0..pg.world_size() {
+        let (x, y) = rows(r);
+        whole.update(&loss, &x, &y)?;
+    }
+    ensure!(mine.samples() == whole.samples(), "samples {} vs {}", mine.samples(), whole.samples());
+    let (got, want) = (mine.compute(), whole.compute());
+    ensure!(got.len() == want.len() && got.len() > 2, "values {got:?} vs {want:?}");
+    for ((name, g), (_, w)) in got.iter().zip(&want) {
+        ensure!(g.is_finite() && (g - w).abs() <= 1e-9, "{name}: reduced {g} vs the whole set's {w}");
+    }
+    Ok(())
 }
 
 /// One process on the concatenated batches, from rank 0's initial weights.
@@ -175,6 +221,11 @@ fn two_ranks_train_like_one_process_on_the_concatenated_batch_and_resume() -> Re
     let line = "distributed: 2 ranks; batch 2 per rank, 4 global, 8 per optimizer step (2 accumulated)";
     assert!(output_of(&outcome, 0).contains(line), "rank 0 did not print `{line}`:\n{}", describe(&outcome));
     assert!(!output_of(&outcome, 1).contains("distributed:"), "rank 1 printed progress");
+
+    let amp0 = load(&dir.path().join("rank0_amp.safetensors"))?;
+    let amp1 = load(&dir.path().join("rank1_amp.safetensors"))?;
+    assert_eq!(max_diff(&amp0, &amp1), 0.0, "under AMP the ranks' weights differ");
+    assert!(max_diff(&amp0, &rank0) > 0.0, "the AMP run trained");
 
     // One epoch, then a resume to the end from rank 0's checkpoint: the straight run's weights.
     for r in 0..WORLD {
