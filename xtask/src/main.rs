@@ -25,8 +25,10 @@ commands:
                           and, with the CUDA libtorch, CUDA's crt/cccl headers for NCCL
   test [--cuda] [--no-distributed] [ARGS..]
                           setup (with --distributed), then run every test of the workspace
-                          (unit, integration, doc); --no-distributed leaves torchlight-distributed
-                          out (so does a machine where gloo's headers cannot be had, loudly);
+                          (unit, integration, doc), the CLI with its `distributed` feature
+                          (`train --nproc`); --no-distributed leaves torchlight-distributed
+                          and that feature out (so does a machine where gloo's headers cannot be
+                          had, loudly);
                           ARGS after `--` go to `cargo test`; then run the examples and check
                           the crates as dependencies: vision and data without libtorch, the
                           facade's features, and a project outside the workspace
@@ -238,9 +240,13 @@ fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
                 false
             }
         };
-    if !distributed {
+    if distributed {
+        // `torchlight train --nproc 2` is tested too.
+        cmd.args(["--features", "torchlight-cli/distributed"]);
+    } else {
         eprintln!(
-            "xtask: leaving torchlight-distributed (and the facade's `distributed` feature) out of this run"
+            "xtask: leaving torchlight-distributed (and the `distributed` features of the facade and \
+             the CLI) out of this run"
         );
         cmd.args(["--exclude", "torchlight-distributed"]);
     }

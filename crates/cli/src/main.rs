@@ -1,6 +1,7 @@
 //! `torchlight`: train, evaluate, predict with, summarise and export image classifiers.
 
 mod demo_data;
+mod distributed;
 mod doctor;
 mod eval;
 mod export;

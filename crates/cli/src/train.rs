@@ -1,8 +1,9 @@
 //! `torchlight train`.
 
+use crate::distributed;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
-use torchlight_train::{fit, resume, Progress, TrainConfig, TrainError};
+use torchlight_train::{fit, fit_distributed, resume, resume_distributed, Progress, TrainConfig, TrainError};
 
 /// Options of `torchlight train`; each flag overrides the config file's value.
 #[derive(clap::Args)]
@@ -70,11 +71,30 @@ pub struct Args {
         "freeze_epochs", "seed", "amp", "out",
     ])]
     resume: Option<PathBuf>,
+    /// Train data-parallel on N local processes (Gloo on the CPU; NCCL with one GPU per rank on
+    /// CUDA), each loading its shard of the data: `--batch-size` is per rank, the global batch
+    /// N times it. Rank 0 alone writes the run folder. Needs the `distributed` feature.
+    #[arg(long, value_name = "N")]
+    nproc: Option<usize>,
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(mut args: Args) -> Result<()> {
+    if let Some(n) = args.nproc {
+        if n == 0 {
+            bail!("--nproc 0: give the number of processes to train on, at least 1");
+        }
+        return distributed::launch(n);
+    }
     let progress = Progress::auto();
-    let sets = parse_sets(&args.set)?;
+    let mut sets = parse_sets(&args.set)?;
+    // A rank (started by --nproc, torchrun or srun) on CUDA takes the GPU of its local rank.
+    let cuda = args.device.as_deref() != Some("cpu") && tch::Cuda::is_available();
+    let world = distributed::world(cuda)?;
+    if let (Some(w), true) = (&world, cuda) {
+        args.device = Some(format!("cuda:{}", w.local_rank));
+        sets.retain(|(k, _)| k != "train.device");
+    }
+    let main = world.as_ref().is_none_or(|w| w.dist.is_main());
     let result = match &args.resume {
         Some(run_dir) => {
             let mut changes: Vec<(String, String)> = [
@@ -86,12 +106,23 @@ pub fn run(args: Args) -> Result<()> {
             .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
             .collect();
             changes.extend(sets);
-            resume(run_dir, &changes, &progress)
+            match world {
+                Some(w) => resume_distributed(run_dir, &changes, &progress, w.dist),
+                None => resume(run_dir, &changes, &progress),
+            }
         }
-        None => fit(config_from(&args, &sets)?, &progress),
+        None => {
+            let config = config_from(&args, &sets)?;
+            match world {
+                Some(w) => fit_distributed(config, &progress, w.dist),
+                None => fit(config, &progress),
+            }
+        }
     };
     match result {
-        Ok(summary) => report(&summary),
+        Ok(summary) if main => report(&summary),
+        Ok(_) => Ok(()),
+        Err(TrainError::Interrupted { .. }) if !main => std::process::exit(130),
         Err(TrainError::Interrupted { signal, epoch, step, checkpoint }) => {
             eprintln!("interrupted by {signal} in epoch {epoch} after step {step}");
             match checkpoint.as_deref().and_then(run_folder_of) {
@@ -172,6 +203,14 @@ fn report(summary: &torchlight_train::RunSummary) -> Result<()> {
         summary.epochs,
         if summary.stopped_early { " (stopped early)" } else { "" }
     );
+    if summary.world_size > 1 {
+        println!(
+            "batch:           {} per rank x {} ranks = {} global",
+            summary.batch_size,
+            summary.world_size,
+            summary.batch_size * summary.world_size
+        );
+    }
     println!("throughput:      {:.1} images/s ({:.0} s)", summary.train_images_per_s, summary.seconds);
     println!("checkpoints:     {}", summary.run_dir.join("checkpoints").display());
     println!("curves:          {}", summary.run_dir.join("curves.png").display());

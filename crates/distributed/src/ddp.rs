@@ -147,6 +147,14 @@ impl DistributedDataParallel {
         Ok(ddp)
     }
 
+    /// Whether `model`'s parameters are the ones this synchronizer was built for (the same
+    /// tensors, not copies).
+    pub(crate) fn is_for(&self, model: &dyn Module) -> bool {
+        let theirs = torchlight_nn::named_parameters(model);
+        theirs.len() == self.params.len()
+            && theirs.iter().zip(&self.params).all(|((a, x), (b, y))| a == b && x.data_ptr() == y.data_ptr())
+    }
+
     /// The process group.
     pub fn group(&self) -> &ProcessGroup {
         &self.group

@@ -15,6 +15,8 @@
 //! - [`DistributedDataParallel`]: replicas kept identical; gradients averaged in ~25 MiB
 //!   buckets after backward; BatchNorm buffers broadcast from rank 0.
 //! - [`Launcher`]: N local ranks of a program, like `torchrun --standalone`.
+//! - [`DataParallel`] (and `DistributedDataParallel` itself): the `torchlight-train` Trainer's
+//!   [`Distributed`](torchlight_train::Distributed) world, so `fit` trains data-parallel.
 //!
 //! The `DistributedSampler` lives in `torchlight-data`, which needs no collectives.
 //!
@@ -29,6 +31,7 @@ mod ffi;
 mod group;
 mod launch;
 mod store;
+mod trainer;
 
 pub use ddp::{DdpConfig, DistributedDataParallel};
 pub use env::DistEnv;
@@ -36,3 +39,4 @@ pub use error::{DistributedError, Result};
 pub use group::{Backend, InitOptions, ProcessGroup, ReduceOp, Work, DEFAULT_TIMEOUT};
 pub use launch::{LaunchOutcome, Launcher, RankExit};
 pub use store::TcpStore;
+pub use trainer::DataParallel;

@@ -182,6 +182,10 @@ pub enum TrainError {
     /// A device or tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] torchlight_tensor::TensorError),
+    /// A collective of a distributed run failed (a peer rank died, a timeout passed); the
+    /// error names the rank and the operation.
+    #[error(transparent)]
+    Distributed(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 /// `Result` with [`TrainError`].

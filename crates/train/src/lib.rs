@@ -46,21 +46,22 @@ pub use doctor::{
 pub use error::{Result, TrainError};
 pub use metrics::{
     Accuracy, ClassificationMetrics, ConfusionMatrix, ConfusionMatrixMetric, MeanAbsoluteError,
-    MeanAveragePrecision, Metric, MetricSet, MetricsSummary, MultiLabelF1, RootMeanSquaredError,
+    MeanAveragePrecision, Metric, MetricSet, MetricsSummary, MultiLabelF1, Reduction, RootMeanSquaredError,
     TopKAccuracy,
 };
 pub use plot::{confusion_matrix_size, plot_confusion_matrix, plot_curves, CURVES_SIZE};
 pub use progress::Progress;
 pub use recipe::{
     build_model, build_optimizer, build_scheduler, class_weights, eval_resize, eval_transform, evaluate, fit,
-    loader, model_architecture, open_splits, pretrained_load_options, resume, train_transform, Loader,
-    ModelCard, RunSummary, Split, Splits, RESUME_CHANGEABLE,
+    fit_distributed, loader, model_architecture, open_splits, pretrained_load_options, resume,
+    resume_distributed, sharded_loader, train_transform, Loader, ModelCard, RunSummary, Split, Splits,
+    RESUME_CHANGEABLE,
 };
 pub use run_dir::RunDir;
 pub use tasks::{Classification, MultiLabel, Regression, RegressionLoss};
 pub use tfevents::EventWriter;
 pub use trainer::{
     best_of, evaluate as evaluate_task, AsDynModule, Batch, BatchEnd, BatchSource, Callback, Context,
-    EpochBatches, FitSummary, Interval, LoopPosition, MicroStep, Monitor, OptimizerStep, Stage, StepConfig,
-    StepOutput, StepRunner, Task, Trainer, TrainerBuilder,
+    Distributed, EpochBatches, FitSummary, Interval, LoopPosition, MicroStep, Monitor, OptimizerStep, Stage,
+    StepConfig, StepOutput, StepRunner, Task, Trainer, TrainerBuilder,
 };

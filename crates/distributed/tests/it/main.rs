@@ -12,3 +12,4 @@ mod failures;
 mod ranks;
 mod shim_rule;
 mod torchrun;
+mod trainer;

@@ -48,6 +48,7 @@ fn run(scenario: &str) -> Result<()> {
         "mismatch" => mismatch(&pg),
         "dies" => dies(&pg),
         "hangs" => hangs(&pg),
+        "trainer" => crate::trainer::rank(&pg, &out),
         other => bail!("unknown scenario `{other}`"),
     }
 }

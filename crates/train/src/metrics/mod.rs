@@ -17,6 +17,7 @@ pub use multilabel::{MeanAveragePrecision, MultiLabelF1};
 pub use regression::{MeanAbsoluteError, RootMeanSquaredError};
 
 use crate::error::{Result, TrainError};
+use crate::trainer::Distributed;
 use std::any::Any;
 use tch::{Device, Kind, Tensor};
 
@@ -44,6 +45,21 @@ pub trait Metric {
 
     /// `self` as `Any`, to reach a metric's own accessors (e.g. the confusion matrix).
     fn as_any(&self) -> &dyn Any;
+
+    /// How the [`state`](Metric::state) of several data-parallel ranks combines into the
+    /// state of the whole data; default [`Reduction::Sum`].
+    fn reduction(&self) -> Reduction {
+        Reduction::Sum
+    }
+}
+
+/// How a metric's state tensors combine across the ranks of a distributed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduction {
+    /// Added element-wise (counts, sums, a confusion matrix).
+    Sum,
+    /// Concatenated along the first dimension in rank order (kept scores and targets).
+    Concat,
 }
 
 /// Named running sums on the device of the first update: the state most metrics need.
@@ -215,6 +231,34 @@ impl MetricSet {
         out
     }
 
+    /// Combines the state of every rank of `dist` into the state of the whole data, on every
+    /// rank (a collective: every rank calls it at the same point): sums are all-reduced in one
+    /// call, [`Reduction::Concat`] states gathered. Fails on a rank whose metrics differ.
+    pub fn reduce(&mut self, dist: &dyn Distributed) -> Result<()> {
+        let _guard = torchlight_tensor::no_grad();
+        let state = self.state();
+        let device = state.first().map_or(Device::Cpu, |(_, t)| t.device());
+        let concat: Vec<bool> = self.metrics.iter().map(|m| m.reduction() == Reduction::Concat).collect();
+        let is_concat = |key: &str| {
+            key.split_once('.').and_then(|(i, _)| i.parse::<usize>().ok()).is_some_and(|i| concat[i])
+        };
+        let mut reduced = Vec::with_capacity(state.len());
+        let mut sums = Vec::new();
+        for (key, t) in state {
+            if is_concat(&key) {
+                let t = gather_rows(dist, &t.to_device(device))?;
+                reduced.push((key, t));
+            } else {
+                // Contiguous copies on one device, so a backend reduces them in one call.
+                let t = t.to_device(device).contiguous().copy();
+                sums.push(t.shallow_clone());
+                reduced.push((key, t));
+            }
+        }
+        dist.all_reduce_sum(&sums)?;
+        self.load_state(&reduced)
+    }
+
     /// Restores [`MetricSet::state`].
     pub fn load_state(&mut self, state: &[(String, Tensor)]) -> Result<()> {
         let own: Vec<(String, Tensor)> = state
@@ -235,4 +279,29 @@ impl MetricSet {
         }
         Ok(())
     }
+}
+
+/// Every rank's `t` concatenated along the first dimension, in rank order; the ranks may hold
+/// different numbers of rows (padded to the longest for the gather, then trimmed).
+fn gather_rows(dist: &dyn Distributed, t: &Tensor) -> Result<Tensor> {
+    let (rank, world) = (dist.rank(), dist.world_size());
+    let rows = t.size().first().copied().unwrap_or(1);
+    let counts = Tensor::zeros([world as i64], (Kind::Int64, t.device()));
+    let _ = counts.get(rank as i64).fill_(rows);
+    dist.all_reduce_sum(&[counts.shallow_clone()])?;
+    let counts = Vec::<i64>::try_from(&counts.to_device(Device::Cpu)).map_err(|e| TrainError::Metric {
+        metric: "the distributed metric state".into(),
+        reason: e.to_string(),
+    })?;
+    let longest = counts.iter().copied().max().unwrap_or(0);
+    let mut shape = t.size();
+    let padded = if rows < longest {
+        shape[0] = longest - rows;
+        Tensor::cat(&[t.shallow_clone(), Tensor::zeros(shape.as_slice(), (t.kind(), t.device()))], 0)
+    } else {
+        t.contiguous()
+    };
+    let parts = dist.all_gather(&padded)?;
+    let kept: Vec<Tensor> = parts.iter().zip(&counts).map(|(p, &n)| p.narrow(0, 0, n)).collect();
+    Ok(Tensor::cat(&kept, 0))
 }

@@ -1,7 +1,7 @@
 //! Multi-label metrics: macro F1 at a threshold and mean average precision, over logits
 //! `[N, L]` and 0/1 targets `[N, L]`, as scikit-learn computes them.
 
-use super::{same_batch, Metric, Sums};
+use super::{same_batch, Metric, Reduction, Sums};
 use crate::error::{Result, TrainError};
 use std::any::Any;
 use tch::{Device, Kind, Tensor};
@@ -200,6 +200,10 @@ impl Metric for MeanAveragePrecision {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn reduction(&self) -> Reduction {
+        // Average precision ranks all scores together: it cannot be summed per rank.
+        Reduction::Concat
     }
 }
 

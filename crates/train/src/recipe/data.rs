@@ -6,7 +6,7 @@ use crate::error::{Result, TrainError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
-use torchlight_data::{DataLoader, DefaultCollate, Subset, WeightedRandomSampler};
+use torchlight_data::{DataLoader, DefaultCollate, DistributedSampler, Subset, WeightedRandomSampler};
 use torchlight_vision::{
     CenterCrop, Compose, ImageFolder, Normalize, PixelCheck, RandomHorizontalFlip, RandomResizedCrop, Resize,
     SplitFolders, ToTensor, VisionError, IMAGENET_MEAN, IMAGENET_STD,
@@ -162,9 +162,42 @@ fn unreadable_headers(folder: &ImageFolder) -> Vec<(PathBuf, String)> {
 /// A loader over `split`: shuffled (or class-balanced with `data.sampler = "weighted"`) with
 /// the ragged last batch dropped for training, in order for evaluation; pinned memory on CUDA.
 pub fn loader(split: Split, config: &TrainConfig, train: bool, device: Device) -> Result<Loader> {
+    sharded_loader(split, config, train, device, None)
+}
+
+/// [`loader`] for one rank of a data-parallel run: with `shard = Some((rank, world_size))` it
+/// loads that rank's shard through a `DistributedSampler` (reshuffled each epoch from the seed
+/// for training, in order for evaluation; padded like PyTorch's, so every rank runs as many
+/// batches), `train.batch_size` images per rank per batch.
+pub fn sharded_loader(
+    split: Split,
+    config: &TrainConfig,
+    train: bool,
+    device: Device,
+    shard: Option<(usize, usize)>,
+) -> Result<Loader> {
     let batch = config.train.batch_size;
-    let n = torchlight_data::Dataset::len(&split);
+    let mut n = torchlight_data::Dataset::len(&split);
     let weighted = train && config.data.sampler == SamplerKind::Weighted;
+    if let (true, Some((_, world))) = (weighted, shard) {
+        return Err(TrainError::InvalidConfig {
+            field: "data.sampler".into(),
+            value: "\"weighted\"".into(),
+            reason: format!(
+                "a data-parallel run ({world} ranks) shards the data with a DistributedSampler and cannot \
+                 also draw class-balanced samples; use train.class_weights = \"balanced\" instead"
+            ),
+        });
+    }
+    let distributed = match shard {
+        Some((rank, world)) => {
+            let sampler =
+                DistributedSampler::new(n, world, rank)?.with_seed(config.train.seed).with_shuffle(train);
+            n = sampler.num_samples();
+            Some(sampler)
+        }
+        None => None,
+    };
     let sampler = if weighted {
         let samples = split.dataset().samples();
         let labels: Vec<i64> = split.indices().iter().map(|&i| samples[i].1).collect();
@@ -181,9 +214,10 @@ pub fn loader(split: Split, config: &TrainConfig, train: bool, device: Device) -
         .persistent_workers(config.data.workers > 0)
         .pin_memory(device.is_cuda())
         .seed(config.train.seed);
-    builder = match sampler {
-        Some(s) => builder.sampler(s),
-        None => builder.shuffle(train),
+    builder = match (sampler, distributed) {
+        (Some(s), _) => builder.sampler(s),
+        (None, Some(s)) => builder.sampler(s),
+        (None, None) => builder.shuffle(train),
     };
     Ok(builder.build()?)
 }

@@ -1,7 +1,7 @@
 //! `fit` and `resume`: the classification recipe, a `TrainConfig` in; a trained, tested and
 //! checkpointed run folder out.
 
-use super::data::{class_weights, loader, open_splits, Loader, Splits};
+use super::data::{class_weights, open_splits, sharded_loader, Loader, Splits};
 use super::model::{build_model, build_optimizer, build_scheduler, model_architecture, ModelCard};
 use crate::callbacks::{BackboneFinetuning, EarlyStopping};
 use crate::config::{ExtendSchedule, TrainConfig};
@@ -11,11 +11,11 @@ use crate::plot::plot_confusion_matrix;
 use crate::progress::Progress;
 use crate::run_dir::RunDir;
 use crate::tasks::Classification;
-use crate::trainer::{Stage, StepConfig, Trainer};
+use crate::trainer::{Distributed, Stage, StepConfig, Trainer};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tch::Device;
+use tch::{Device, Kind, Tensor};
 use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::Module;
 use torchlight_tensor::seed_everything;
@@ -53,12 +53,43 @@ pub struct RunSummary {
     pub train_images_per_s: f64,
     /// Class names, in index order.
     pub classes: Vec<String>,
+    /// The ranks that trained together (1 unless data-parallel).
+    #[serde(default = "one")]
+    pub world_size: usize,
+    /// Images per batch on each rank (`train.batch_size`); the global batch is this times
+    /// `world_size`.
+    #[serde(default)]
+    pub batch_size: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// Trains as `config` says in a new run folder under `config.train.out_dir`. Everything that
 /// can fail before training (the config, the data, the model and its weights) is checked
 /// before the folder is made, so a failed start leaves nothing behind.
 pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
+    fit_on(config, progress, None)
+}
+
+/// [`fit`] as one rank of a data-parallel run in `world` (every rank calls it with the same
+/// config): each rank trains on its shard of the data, `train.batch_size` images per rank per
+/// batch (the global batch is `world_size` times it); rank 0 alone makes the run folder and
+/// writes logs, checkpoints and the summary, and prints. Every rank returns the same summary.
+pub fn fit_distributed(
+    config: TrainConfig,
+    progress: &Progress,
+    world: Box<dyn Distributed>,
+) -> Result<RunSummary> {
+    fit_on(config, progress, Some(world))
+}
+
+fn fit_on(
+    config: TrainConfig,
+    progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
+) -> Result<RunSummary> {
     config.validate()?;
     let splits = open_splits(&config)?;
     // The architecture takes this image size (a ViT's patch grid): built once, uninitialised.
@@ -79,9 +110,47 @@ pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
             Ok(_) => {}
         }
     }
-    let run = RunDir::create_next(&config.train.out_dir)?;
-    config.write_toml_file(run.config_path())?;
-    train_run(config, splits, run, None, 0, progress)
+    let run = match world.as_deref() {
+        None => RunDir::create_next(&config.train.out_dir)?,
+        Some(w) => shared_run_dir(&config, w)?,
+    };
+    if world.as_ref().is_none_or(|w| w.is_main()) {
+        config.write_toml_file(run.config_path())?;
+    }
+    train_run(config, splits, run, None, 0, progress, world)
+}
+
+/// The new run folder of a data-parallel run: rank 0 makes it, the others learn its number
+/// (one small all-reduce) and open it (the output folder is shared, as with torchrun).
+fn shared_run_dir(config: &TrainConfig, world: &dyn Distributed) -> Result<RunDir> {
+    let parent = &config.train.out_dir;
+    let device = config.train.device_spec()?.resolve()?;
+    let created = world.is_main().then(|| RunDir::create_next(parent));
+    let number = match &created {
+        Some(Ok(run)) => run_number(run.path()),
+        Some(Err(_)) => -1,
+        None => 0,
+    };
+    let shared = Tensor::from_slice(&[number]).to_kind(Kind::Int64).to_device(device);
+    world.all_reduce_sum(&[shared.shallow_clone()])?;
+    let number = shared.int64_value(&[0]);
+    match created {
+        Some(run) => run,
+        None if number < 0 => Err(TrainError::RunDir {
+            path: parent.clone(),
+            reason: "rank 0 could not make the run folder (its output says why)".into(),
+        }),
+        None => RunDir::open(parent.join(format!("exp_{number:03}"))),
+    }
+}
+
+/// `NNN` of a run folder `exp_NNN`.
+fn run_number(path: &Path) -> i64 {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("exp_"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(-1)
 }
 
 /// Continues the run in `run_dir` from its `last` checkpoint, exactly where it stopped (mid-
@@ -90,6 +159,31 @@ pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
 /// schedule continues over the new length or restarts over the added epochs
 /// (`train.extend_schedule`), as the output says.
 pub fn resume(run_dir: &Path, changes: &[(String, String)], progress: &Progress) -> Result<RunSummary> {
+    resume_on(run_dir, changes, progress, None)
+}
+
+/// [`resume`] as one rank of a data-parallel run in `world`: every rank reads the run's config
+/// and rank 0's `last` checkpoint from the shared run folder and continues exactly where it
+/// stopped; rank 0 alone writes. The world size may differ from the stopped run's (the data is
+/// then sharded anew from the next epoch; a mid-epoch position is counted in batches).
+pub fn resume_distributed(
+    run_dir: &Path,
+    changes: &[(String, String)],
+    progress: &Progress,
+    world: Box<dyn Distributed>,
+) -> Result<RunSummary> {
+    resume_on(run_dir, changes, progress, Some(world))
+}
+
+fn resume_on(
+    run_dir: &Path,
+    changes: &[(String, String)],
+    progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
+) -> Result<RunSummary> {
+    let main = world.as_ref().is_none_or(|w| w.is_main());
+    let quiet = Progress::quiet();
+    let progress = if main { progress } else { &quiet };
     let run = RunDir::open(run_dir)?;
     let saved = TrainConfig::from_toml_file(run.config_path())?;
     let mut config = saved.clone();
@@ -130,10 +224,16 @@ pub fn resume(run_dir: &Path, changes: &[(String, String)], progress: &Progress)
         };
         progress.line(&format!("changing the run from {} to {target} epochs: {how}", saved.train.epochs));
     }
-    config.write_toml_file(run.config_path())?;
+    if let Some(w) = world.as_deref() {
+        // Every rank has read the saved config before rank 0 rewrites it.
+        w.barrier()?;
+    }
+    if main {
+        config.write_toml_file(run.config_path())?;
+    }
     let splits = open_splits(&config)?;
     let restart = schedule_start != card.schedule_start;
-    train_run(config, splits, run, Some((last, !restart)), schedule_start, progress)
+    train_run(config, splits, run, Some((last, !restart)), schedule_start, progress, world)
 }
 
 fn check_changes(saved: &TrainConfig, config: &TrainConfig) -> Result<()> {
@@ -169,8 +269,14 @@ fn train_run(
     resume: Option<(PathBuf, bool)>,
     schedule_start: u64,
     progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
 ) -> Result<RunSummary> {
     let started = Instant::now();
+    let main = world.as_ref().is_none_or(|w| w.is_main());
+    let world_size = world.as_ref().map_or(1, |w| w.world_size());
+    let shard = world.as_ref().map(|w| (w.rank(), w.world_size()));
+    let quiet = Progress::quiet();
+    let progress = if main { progress } else { &quiet };
     let t = &config.train;
     seed_everything(t.seed);
     let device = t.device_spec()?.resolve()?;
@@ -188,8 +294,8 @@ fn train_run(
     if let Some(w) = class_weights(&config, &splits, device)? {
         task = task.with_class_weights(w);
     }
-    let mut train_loader = loader(splits.train, &config, true, device)?;
-    let mut val_loader = loader(splits.val, &config, false, device)?;
+    let mut train_loader = sharded_loader(splits.train, &config, true, device, shard)?;
+    let mut val_loader = sharded_loader(splits.val, &config, false, device, shard)?;
     let head = model_architecture(&config)?.head;
     let model = build_model(&config, num_classes, device)?;
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
@@ -226,6 +332,9 @@ fn train_run(
     if let Some((last, restore_scheduler)) = resume {
         builder = builder.resume_from(last).restore_scheduler(restore_scheduler);
     }
+    if let Some(world) = world {
+        builder = builder.distributed(world);
+    }
     let mut trainer = builder.build()?;
     let fitted =
         trainer.fit(model.as_ref(), &task, optimizer.as_mut(), &mut train_loader, Some(&mut val_loader))?;
@@ -234,11 +343,14 @@ fn train_run(
     let best_dir = run.checkpoints_dir()?.join("best");
     if let (Some(test), true) = (splits.test, best_dir.join("meta.json").is_file()) {
         Checkpoint::load(&best_dir)?.restore_model(model.as_ref())?;
-        let mut test_loader = loader(test, &config, false, device)?;
+        let mut test_loader = sharded_loader(test, &config, false, device, shard)?;
+        // Every rank's shard, reduced: each rank gets the whole test split's metrics.
         let metrics = trainer.evaluate(model.as_ref(), &task, &mut test_loader, Stage::Test)?;
         let confusion = metrics.find::<ConfusionMatrixMetric>().expect("test metrics hold it").matrix();
         let topk = metrics.find::<TopKAccuracy>().expect("test metrics hold it").compute()[0].clone();
-        plot_confusion_matrix(&confusion, &classes, run.confusion_matrix_path())?;
+        if main {
+            plot_confusion_matrix(&confusion, &classes, run.confusion_matrix_path())?;
+        }
         progress.line(&format!(
             "test (best checkpoint, epoch {}): acc {:.4}  {} {:.4}  on {} images",
             fitted.best.map_or(0, |b| b.1),
@@ -260,10 +372,14 @@ fn train_run(
         seconds: started.elapsed().as_secs_f64(),
         train_images_per_s: fitted.samples_per_s,
         classes,
+        world_size,
+        batch_size: t.batch_size,
     };
-    let path = run.summary_path();
-    let text = serde_json::to_string_pretty(&summary).expect("the summary serialises");
-    std::fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
+    if main {
+        let path = run.summary_path();
+        let text = serde_json::to_string_pretty(&summary).expect("the summary serialises");
+        std::fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
+    }
     Ok(summary)
 }
 

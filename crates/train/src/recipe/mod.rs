@@ -8,9 +8,10 @@ mod fit;
 mod model;
 
 pub use data::{
-    class_weights, eval_resize, eval_transform, loader, open_splits, train_transform, Loader, Split, Splits,
+    class_weights, eval_resize, eval_transform, loader, open_splits, sharded_loader, train_transform, Loader,
+    Split, Splits,
 };
-pub use fit::{evaluate, fit, resume, RunSummary, RESUME_CHANGEABLE};
+pub use fit::{evaluate, fit, fit_distributed, resume, resume_distributed, RunSummary, RESUME_CHANGEABLE};
 pub use model::{
     build_model, build_optimizer, build_scheduler, model_architecture, pretrained_load_options, ModelCard,
 };

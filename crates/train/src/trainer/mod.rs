@@ -4,10 +4,12 @@
 //! accumulation, clipping, the NaN/device/out-of-memory guards, validation, lr scheduling,
 //! graceful stop on SIGINT/SIGTERM, exact mid-epoch resume) and leaves the rest to parts that
 //! plug in: a [`Task`] says what a step computes, [`Callback`]s log, checkpoint, stop early or
-//! unfreeze, and any [`BatchSource`] (a DataLoader) supplies batches.
+//! unfreeze, and any [`BatchSource`] (a DataLoader) supplies batches. With a [`Distributed`]
+//! world it trains data-parallel: one `fit` per rank, rank 0 alone writing.
 
 mod batch;
 mod callback;
+mod distributed;
 mod signal;
 mod source;
 mod step;
@@ -15,6 +17,7 @@ mod task;
 
 pub use batch::Batch;
 pub use callback::{BatchEnd, Callback, Context, LoopPosition};
+pub use distributed::Distributed;
 pub use source::{BatchSource, EpochBatches};
 pub use step::{MicroStep, OptimizerStep, StepConfig, StepRunner};
 pub use task::{Monitor, Stage, StepOutput, Task};
@@ -83,6 +86,7 @@ pub struct TrainerBuilder {
     resume: Option<PathBuf>,
     restore_scheduler: bool,
     config: serde_json::Value,
+    distributed: Option<Box<dyn Distributed>>,
 }
 
 impl Default for TrainerBuilder {
@@ -104,6 +108,7 @@ impl Default for TrainerBuilder {
             resume: None,
             restore_scheduler: true,
             config: serde_json::Value::Null,
+            distributed: None,
         }
     }
 }
@@ -243,6 +248,17 @@ impl TrainerBuilder {
         self
     }
 
+    /// Trains data-parallel in `world` (see [`Distributed`] for what is called when): every
+    /// rank runs `fit` with the same model, task and settings and its own shard of the data (a
+    /// `DistributedSampler` in its DataLoader). Metrics are reduced over the ranks before they
+    /// are read, so every rank takes the same early-stopping and best decisions; only rank 0
+    /// keeps the run folder (logs, curves, checkpoints) and prints progress. To resume, every
+    /// rank passes rank 0's checkpoint folder to [`resume_from`](Self::resume_from).
+    pub fn distributed(mut self, world: Box<dyn Distributed>) -> Self {
+        self.distributed = Some(world);
+        self
+    }
+
     /// Checks the settings and makes the Trainer.
     pub fn build(self) -> Result<Trainer> {
         if self.epochs == 0 {
@@ -253,7 +269,8 @@ impl TrainerBuilder {
             });
         }
         let mut callbacks = self.callbacks;
-        if let Some(dir) = &self.run_dir {
+        let main = self.distributed.as_ref().is_none_or(|d| d.is_main());
+        if let Some(dir) = self.run_dir.as_ref().filter(|_| main) {
             callbacks.push(Box::new(CsvLogging::new(dir.join("metrics.csv"))));
             callbacks.push(Box::new(TensorBoardLogging::new(dir)));
             callbacks.push(Box::new(CurvesPlot::new(dir.join("curves.png"))));
@@ -284,12 +301,13 @@ impl TrainerBuilder {
             seed: self.seed,
             data_seed: self.data_seed,
             callbacks,
-            progress: self.progress,
+            progress: if main { self.progress } else { Progress::quiet() },
             graceful: self.graceful,
             scheduler: self.scheduler,
             resume: self.resume,
             restore_scheduler: self.restore_scheduler,
             config: self.config,
+            distributed: self.distributed,
         })
     }
 }
@@ -309,8 +327,10 @@ pub struct FitSummary {
     pub stopped_early: Option<String>,
     /// Wall time of this `fit` call.
     pub seconds: f64,
-    /// Training samples per second over this call's epochs.
+    /// Training samples per second over this call's epochs (of all ranks together).
     pub samples_per_s: f64,
+    /// The ranks that trained (1 without [`TrainerBuilder::distributed`]).
+    pub world_size: usize,
 }
 
 /// The training loop. Build one with [`Trainer::builder`], then call [`Trainer::fit`].
@@ -340,6 +360,7 @@ pub struct Trainer {
     resume: Option<PathBuf>,
     restore_scheduler: bool,
     config: serde_json::Value,
+    distributed: Option<Box<dyn Distributed>>,
 }
 
 /// Everything the loop holds besides the model, task, optimizer and data, so that hooks can
@@ -368,6 +389,22 @@ impl Trainer {
     /// The step configuration.
     pub fn step_config(&self) -> &StepConfig {
         &self.step
+    }
+
+    /// The data-parallel world, when the run is distributed.
+    pub fn distributed(&self) -> Option<&dyn Distributed> {
+        self.distributed.as_deref()
+    }
+
+    /// The ranks training together (1 when not distributed).
+    pub fn world_size(&self) -> usize {
+        self.distributed.as_ref().map_or(1, |d| d.world_size())
+    }
+
+    /// Whether this process writes the run folder and prints progress: rank 0, or the only
+    /// process.
+    pub fn is_main(&self) -> bool {
+        self.distributed.as_ref().is_none_or(|d| d.is_main())
     }
 
     /// Trains `model` on `train` for the configured epochs, validating on `val` after each,
@@ -414,6 +451,11 @@ impl Trainer {
         if let Some(path) = self.resume.clone() {
             self.restore(&path, &mut state, optimizer, &mut runner, &mut train_metrics)?;
         }
+        if let Some(d) = self.distributed.as_mut() {
+            d.broadcast_parameters(module)?;
+        }
+        let world = self.world_size() as u64;
+        let mut batch_shown = self.distributed.is_none();
         for c in &self.callbacks {
             state.callback_states.insert(c.name(), c.state_dict());
         }
@@ -437,6 +479,10 @@ impl Trainer {
                 let mut index = first;
                 while let Some(batch) = it.next() {
                     let batch = batch?.to_device(self.device);
+                    if !batch_shown {
+                        batch_shown = true;
+                        self.show_batch(batch.len());
+                    }
                     let micro = runner.forward_backward(model, task, &batch)?;
                     for out in &micro.ready {
                         train_metrics.update(&out.loss, &out.output, &out.target)?;
@@ -464,7 +510,10 @@ impl Trainer {
                     self.hook(&mut state, optimizer, &runner, &train_metrics, |c, ctx| {
                         c.on_train_batch_end(ctx, &end)
                     })?;
-                    if let Some(signal) = signals.as_ref().and_then(|s| s.received()).filter(|_| stepped) {
+                    if !stepped {
+                        continue;
+                    }
+                    if let Some(signal) = self.agreed_signal(signals.as_ref())? {
                         drop(it);
                         return Err(self.interrupt(&mut state, optimizer, &runner, &train_metrics, signal));
                     }
@@ -476,6 +525,11 @@ impl Trainer {
                 self.optimizer_step(&mut state, optimizer, &mut runner, &mut train_metrics)?;
             }
             state.position.batch = batches;
+            if let Some(d) = self.distributed.as_deref() {
+                train_metrics.reduce(d)?;
+            }
+            // Every rank runs as many batches (the DistributedSampler pads its shards).
+            let epoch_samples = epoch_samples * world;
             let train_values = train_metrics.compute();
             let train_loss = train_values.first().map_or(f64::NAN, |(_, v)| *v);
             if !train_loss.is_finite() && train_metrics.samples() > 0 {
@@ -545,6 +599,10 @@ impl Trainer {
             }
         }
         self.hook(&mut state, optimizer, &runner, &train_metrics, |c, ctx| c.on_train_end(ctx))?;
+        if let Some(d) = self.distributed.as_deref() {
+            // Rank 0's last writes are done before any rank goes on (to its best checkpoint).
+            d.barrier()?;
+        }
         drop(signals);
         let best = best_of(&state.history, &state.monitor);
         Ok(FitSummary {
@@ -555,7 +613,41 @@ impl Trainer {
             stopped_early,
             seconds: started.elapsed().as_secs_f64(),
             samples_per_s: samples as f64 / train_seconds.max(1e-9),
+            world_size: world as usize,
         })
+    }
+
+    /// The per-rank and global batch, printed once by rank 0 of a distributed run.
+    fn show_batch(&self, per_rank: usize) {
+        let world = self.world_size();
+        let accumulation = self.step.accumulation;
+        let per_step = if accumulation > 1 {
+            format!(", {} per optimizer step ({accumulation} accumulated)", per_rank * world * accumulation)
+        } else {
+            String::new()
+        };
+        self.progress.line(&format!(
+            "distributed: {world} ranks; batch {per_rank} per rank, {} global{per_step}",
+            per_rank * world
+        ));
+    }
+
+    /// The signal to stop on after this optimizer step: this process's, or in a distributed
+    /// run any rank's (one small all-reduce), so that every rank stops at the same step.
+    fn agreed_signal(&self, signals: Option<&SignalGuard>) -> Result<Option<&'static str>> {
+        let local = signals.and_then(|s| s.received());
+        let Some(d) = self.distributed.as_deref() else { return Ok(local) };
+        if signals.is_none() {
+            return Ok(None);
+        }
+        let flag = Tensor::from_slice(&[f32::from(u8::from(local.is_some()))]);
+        // On the training device: the CPU for Gloo, the GPU for NCCL.
+        let flag = flag.to_device(self.device);
+        d.all_reduce_sum(&[flag.shallow_clone()])?;
+        if flag.double_value(&[0]) > 0.0 {
+            return Ok(Some(local.unwrap_or("a signal to another rank")));
+        }
+        Ok(None)
     }
 
     /// Closes an accumulation window: the `on_before_optimizer_step` hooks, the step, the
@@ -567,6 +659,12 @@ impl Trainer {
         runner: &mut StepRunner,
         metrics: &mut MetricSet,
     ) -> Result<()> {
+        if let Some(d) = self.distributed.as_mut() {
+            // Once per optimizer step, after the window's last backward: torch's `no_sync()`
+            // on the earlier micro-batches. The hooks, the guard, the unscale and the clip then
+            // see the same averaged gradients on every rank.
+            d.sync_gradients(state.module)?;
+        }
         self.hook(state, optimizer, runner, metrics, |c, ctx| c.on_before_optimizer_step(ctx))?;
         let done = runner.optimizer_step(state.module, optimizer)?;
         for out in &done.ready {
@@ -610,6 +708,9 @@ impl Trainer {
                 self.hook(state, optimizer, runner, train_metrics, |c, ctx| c.on_validation_batch_end(ctx))?;
             }
         }
+        if let Some(d) = self.distributed.as_deref() {
+            metrics.reduce(d)?;
+        }
         let values = metrics.compute();
         let named: Vec<(String, f64)> = values.iter().map(|(k, v)| (format!("val_{k}"), *v)).collect();
         self.hook(state, optimizer, runner, train_metrics, |c, ctx| c.on_validation_epoch_end(ctx, &named))?;
@@ -617,7 +718,8 @@ impl Trainer {
     }
 
     /// Evaluates `model` on every batch of `source` in evaluation mode (no-grad, the Trainer's
-    /// autocast) and returns the metrics of `stage`, e.g. for the test split.
+    /// autocast) and returns the metrics of `stage`, e.g. for the test split. In a distributed
+    /// run every rank evaluates its shard and gets the metrics of all of them.
     pub fn evaluate<M, B, T>(
         &self,
         model: &M,
@@ -630,7 +732,11 @@ impl Trainer {
         B: Batch,
         T: Task<M, B> + ?Sized,
     {
-        evaluate(model, task, source, self.device, &self.step, stage, &self.progress)
+        let mut metrics = evaluate(model, task, source, self.device, &self.step, stage, &self.progress)?;
+        if let Some(d) = self.distributed.as_deref() {
+            metrics.reduce(d)?;
+        }
+        Ok(metrics)
     }
 
     fn interrupt(
@@ -720,7 +826,8 @@ impl Trainer {
         state.position.epoch = progress.epoch;
         state.position.global_step = progress.global_step;
         state.position.batch = progress.batch;
-        if progress.batch > 0 {
+        // Rank 0 saved its own partial metrics; the other ranks' count from the resume on.
+        if progress.batch > 0 && self.is_main() {
             let tensors: Vec<(String, Tensor)> = checkpoint
                 .loop_tensors()
                 .into_iter()

@@ -1,0 +1,237 @@
+//! The distributed Trainer (2 Gloo ranks on loopback, as processes): the ranks end with
+//! identical weights, equal to one process training on the concatenated batches, with the
+//! validation metrics reduced over the ranks; only rank 0 writes a run folder or prints; a
+//! resumed 2-rank run continues exactly; AMP keeps the replicas identical; metric states of
+//! different lengths (mAP's kept scores) gather into the whole set's.
+
+use crate::common::{conv_mlp, data, describe, init_deterministic, launch, max_diff, output_of, state};
+use anyhow::{ensure, Context, Result};
+use std::path::Path;
+use tch::Tensor;
+use torchlight_data::{DataLoader, DefaultCollate, DistributedSampler, Sampler, TensorDataset};
+use torchlight_distributed::{DataParallel, DdpConfig, ProcessGroup};
+use torchlight_nn::Sequential;
+use torchlight_optim::{ParamGroup, Sgd, SgdConfig};
+use torchlight_train::{
+    Classification, Distributed, FitSummary, MeanAveragePrecision, Metric, MetricSet, MultiLabelF1, Progress,
+    Trainer,
+};
+
+const WORLD: usize = 2;
+const PER_RANK_BATCH: usize = 2;
+const ACCUMULATION: usize = 2;
+const EPOCHS: u64 = 2;
+const TRAIN_SAMPLES: usize = 16;
+const VAL_SAMPLES: usize = 6;
+const SEED: u64 = 7;
+
+type Loader = DataLoader<TensorDataset, DefaultCollate>;
+
+fn dataset(seed: u64, n: usize) -> TensorDataset {
+    let (xs, ys) = data(seed, n, [2, 4, 4], 3);
+    TensorDataset::new((xs, ys)).expect("a tensor dataset")
+}
+
+fn loader(dataset: TensorDataset, sampler: impl Sampler + 'static, batch: usize) -> Result<Loader> {
+    Ok(DataLoader::builder(dataset).batch_size(batch).sampler(sampler).build()?)
+}
+
+/// The model (initialised from `init_seed`) and its SGD with momentum.
+fn model_and_optimizer(init_seed: u64) -> Result<(Sequential, Sgd)> {
+    let model = conv_mlp();
+    init_deterministic(&model, init_seed);
+    let params = torchlight_nn::named_parameters(&model);
+    Ok((model, Sgd::new(vec![ParamGroup::new(params, SgdConfig::new(0.1).with_momentum(0.9))])?))
+}
+
+fn rank_sampler(rank: usize) -> Result<DistributedSampler> {
+    Ok(DistributedSampler::new(TRAIN_SAMPLES, WORLD, rank)?.with_seed(SEED))
+}
+
+/// Every rank's batches of one step, concatenated: what one process sees when it trains on
+/// the ranks' batches together.
+struct Concatenated(Vec<DistributedSampler>);
+
+impl Sampler for Concatenated {
+    fn len(&self) -> usize {
+        self.0.iter().map(Sampler::len).sum()
+    }
+
+    fn indices(&self, epoch: u64) -> Vec<usize> {
+        let per_rank: Vec<Vec<usize>> = self.0.iter().map(|s| s.indices(epoch)).collect();
+        let mut out = Vec::new();
+        for start in (0..per_rank[0].len()).step_by(PER_RANK_BATCH) {
+            for indices in &per_rank {
+                out.extend(&indices[start..(start + PER_RANK_BATCH).min(indices.len())]);
+            }
+        }
+        out
+    }
+}
+
+/// One distributed `fit` on this rank: its own initial weights (only the broadcast makes the
+/// replicas equal), its shards of the training and validation sets.
+fn fit_rank(
+    pg: &ProcessGroup,
+    epochs: u64,
+    run_dir: &Path,
+    resume: Option<&Path>,
+    amp: bool,
+) -> Result<(Sequential, FitSummary)> {
+    let rank = pg.rank();
+    let (model, mut sgd) = model_and_optimizer(3 + rank as u64)?;
+    let mut train = loader(dataset(11, TRAIN_SAMPLES), rank_sampler(rank)?, PER_RANK_BATCH)?;
+    let val_sampler = DistributedSampler::new(VAL_SAMPLES, WORLD, rank)?.with_shuffle(false);
+    let mut val = loader(dataset(12, VAL_SAMPLES), val_sampler, PER_RANK_BATCH)?;
+    let mut builder = Trainer::builder()
+        .epochs(epochs)
+        .accumulation(ACCUMULATION)
+        .amp(amp)
+        .seed(SEED)
+        .graceful_shutdown(false)
+        .progress(Progress::auto())
+        .run_dir(run_dir)
+        .distributed(Box::new(DataParallel::new(pg, DdpConfig::default())));
+    if let Some(checkpoint) = resume {
+        builder = builder.resume_from(checkpoint);
+    }
+    let summary =
+        builder.build()?.fit(&model, &Classification::new(3), &mut sgd, &mut train, Some(&mut val))?;
+    Ok((model, summary))
+}
+
+fn save(model: &Sequential, path: &Path) -> Result<()> {
+    Ok(Tensor::write_safetensors(&state(model), path)?)
+}
+
+fn load(path: &Path) -> Result<Vec<(String, Tensor)>> {
+    Tensor::read_safetensors(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// The `trainer` scenario on one rank: a straight run into `run_<rank>`, then one epoch into
+/// `resume_<rank>` and a resume of it (from rank 0's checkpoint on every rank) to the end.
+pub fn rank(pg: &ProcessGroup, out: &Path) -> Result<()> {
+    let r = pg.rank();
+    let (model, summary) = fit_rank(pg, EPOCHS, &out.join(format!("run_{r}")), None, false)?;
+    save(&model, &out.join(format!("rank{r}_straight.safetensors")))?;
+    let val: Vec<String> = summary.history.iter().map(|e| format!("{:?}", e.get("val_loss"))).collect();
+    std::fs::write(out.join(format!("rank{r}_val.txt")), val.join("\n"))?;
+
+    let resume_dir = |rank: usize| out.join(format!("resume_{rank}"));
+    fit_rank(pg, 1, &resume_dir(r), None, false)?;
+    let last = resume_dir(0).join("checkpoints").join("last");
+    let (model, summary) = fit_rank(pg, EPOCHS, &resume_dir(r), Some(&last), false)?;
+    ensure!(summary.epochs == EPOCHS && summary.world_size == WORLD, "resumed run: {summary:?}");
+    save(&model, &out.join(format!("rank{r}_resumed.safetensors")))?;
+
+    // Mixed precision (bfloat16 autocast on the CPU) with accumulation.
+    let (model, _) = fit_rank(pg, 1, &out.join(format!("amp_{r}")), None, true)?;
+    save(&model, &out.join(format!("rank{r}_amp.safetensors")))?;
+
+    reduce_uneven_metrics(pg)
+}
+
+/// Rank r holds 3 - r rows of multi-label scores: the reduced mAP (gathered rows) and F1
+/// (summed counts) are those of one set holding every rank's rows, on every rank.
+fn reduce_uneven_metrics(pg: &ProcessGroup) -> Result<()> {
+    let rows = |rank: usize| -> (Tensor, Tensor) {
+        let n = 3 - rank;
+        let (scores, _) = data(40 + rank as u64, n, [4, 1, 1], 2);
+        let targets: Vec<f32> = (0..n * 4).map(|k| ((k / 4 + k % 4 + rank) % 2) as f32).collect();
+        (scores.view([n as i64, 4]), Tensor::from_slice(&targets).view([n as i64, 4]))
+    };
+    let set = || {
+        let metrics: Vec<Box<dyn Metric>> =
+            vec![Box::new(MeanAveragePrecision::new()), Box::new(MultiLabelF1::new(0.0))];
+        MetricSet::new(metrics)
+    };
+    let loss = Tensor::from(0.5f32);
+    let mut mine = set();
+    let (x, y) = rows(pg.rank());
+    mine.update(&loss, &x, &y)?;
+    let world = DataParallel::new(pg, DdpConfig::default());
+    mine.reduce(&world as &dyn Distributed)?;
+    let mut whole = set();
+    for r in 0..pg.world_size() {
+        let (x, y) = rows(r);
+        whole.update(&loss, &x, &y)?;
+    }
+    ensure!(mine.samples() == whole.samples(), "samples {} vs {}", mine.samples(), whole.samples());
+    let (got, want) = (mine.compute(), whole.compute());
+    ensure!(got.len() == want.len() && got.len() > 2, "values {got:?} vs {want:?}");
+    for ((name, g), (_, w)) in got.iter().zip(&want) {
+        ensure!(g.is_finite() && (g - w).abs() <= 1e-9, "{name}: reduced {g} vs the whole set's {w}");
+    }
+    Ok(())
+}
+
+/// One process on the concatenated batches, from rank 0's initial weights.
+fn reference() -> Result<(Sequential, FitSummary)> {
+    let (model, mut sgd) = model_and_optimizer(3)?;
+    let samplers = (0..WORLD).map(rank_sampler).collect::<Result<Vec<_>>>()?;
+    let mut train = loader(dataset(11, TRAIN_SAMPLES), Concatenated(samplers), PER_RANK_BATCH * WORLD)?;
+    let mut val = DataLoader::builder(dataset(12, VAL_SAMPLES)).batch_size(4).build()?;
+    let summary = Trainer::builder()
+        .epochs(EPOCHS)
+        .accumulation(ACCUMULATION)
+        .seed(SEED)
+        .graceful_shutdown(false)
+        .progress(Progress::quiet())
+        .build()?
+        .fit(&model, &Classification::new(3), &mut sgd, &mut train, Some(&mut val))?;
+    Ok((model, summary))
+}
+
+#[test]
+fn two_ranks_train_like_one_process_on_the_concatenated_batch_and_resume() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let outcome = launch("trainer", WORLD, dir.path());
+    ensure!(outcome.success(), "the ranks failed:\n{}", describe(&outcome));
+
+    let rank0 = load(&dir.path().join("rank0_straight.safetensors"))?;
+    let rank1 = load(&dir.path().join("rank1_straight.safetensors"))?;
+    // The same averaged gradients and the same optimizer step on every rank: bit for bit.
+    assert_eq!(max_diff(&rank0, &rank1), 0.0, "the ranks' weights differ");
+
+    let (model, summary) = reference()?;
+    let diff = max_diff(&rank0, &state(&model));
+    // Only the order of float sums differs (two per-rank means averaged against one mean).
+    assert!(diff <= 1e-5, "2 ranks vs one process on the concatenated batch: max |diff| {diff:e} > 1e-5");
+
+    // Validation metrics are reduced over the shards: every rank reports the whole set's.
+    let want: Vec<f64> = summary.history.iter().map(|e| e.get("val_loss").expect("val_loss")).collect();
+    for r in 0..WORLD {
+        let text = std::fs::read_to_string(dir.path().join(format!("rank{r}_val.txt")))?;
+        let got: Vec<f64> = text
+            .lines()
+            .map(|l| l.trim_start_matches("Some(").trim_end_matches(')').parse().expect("a number"))
+            .collect();
+        assert_eq!(got.len(), want.len(), "rank {r}: epochs of val_loss");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-5, "rank {r}: val_loss {g} vs one process {w} (tolerance 1e-5)");
+        }
+    }
+
+    // Only rank 0 keeps a run folder and prints.
+    let run0 = dir.path().join("run_0");
+    assert!(run0.join("metrics.csv").is_file(), "rank 0 wrote no metrics.csv");
+    assert!(run0.join("checkpoints/last/meta.json").is_file(), "rank 0 wrote no checkpoint");
+    assert!(!dir.path().join("run_1").exists(), "rank 1 wrote a run folder");
+    assert!(!dir.path().join("resume_1").exists(), "rank 1 wrote a run folder");
+    let line = "distributed: 2 ranks; batch 2 per rank, 4 global, 8 per optimizer step (2 accumulated)";
+    assert!(output_of(&outcome, 0).contains(line), "rank 0 did not print `{line}`:\n{}", describe(&outcome));
+    assert!(!output_of(&outcome, 1).contains("distributed:"), "rank 1 printed progress");
+
+    let amp0 = load(&dir.path().join("rank0_amp.safetensors"))?;
+    let amp1 = load(&dir.path().join("rank1_amp.safetensors"))?;
+    assert_eq!(max_diff(&amp0, &amp1), 0.0, "under AMP the ranks' weights differ");
+    assert!(max_diff(&amp0, &rank0) > 0.0, "the AMP run trained");
+
+    // One epoch, then a resume to the end from rank 0's checkpoint: the straight run's weights.
+    for r in 0..WORLD {
+        let resumed = load(&dir.path().join(format!("rank{r}_resumed.safetensors")))?;
+        let diff = max_diff(&resumed, &rank0);
+        assert!(diff <= 1e-6, "rank {r}: resumed vs straight run, max |diff| {diff:e} > 1e-6");
+    }
+    Ok(())
+}
