@@ -91,7 +91,7 @@ pub enum TrainError {
         reason: String,
     },
     /// A loss or gradient held NaN or Inf (the training guard, `train.on_nonfinite = "stop"`).
-    #[error("{}", crate::guard::describe_non_finite(*epoch, *step, *lr, *loss, *inputs_finite, parameter.as_deref()))]
+    #[error("{}", describe_non_finite(*epoch, *step, *lr, *loss, *inputs_finite, parameter.as_deref()))]
     NonFinite {
         /// The (1-based) epoch.
         epoch: u64,
@@ -116,7 +116,7 @@ pub enum TrainError {
         batch: String,
     },
     /// The device ran out of memory during a training step.
-    #[error("{}", crate::guard::describe_out_of_memory(device, *batch_size, input_shape, *fits))]
+    #[error("{}", describe_out_of_memory(device, *batch_size, input_shape, *fits))]
     OutOfMemory {
         /// The device, as libtorch names it.
         device: String,
@@ -221,4 +221,51 @@ fn hint(suggestions: &[String]) -> String {
             suggestions.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(" or ")
         )
     }
+}
+
+/// The message of [`TrainError::NonFinite`].
+pub(crate) fn describe_non_finite(
+    epoch: u64,
+    step: u64,
+    lr: f64,
+    loss: f64,
+    inputs_finite: bool,
+    parameter: Option<&str>,
+) -> String {
+    let what = match parameter {
+        Some(p) => {
+            let layer = p.rsplit_once('.').map_or(p, |(l, _)| l);
+            format!("non-finite gradient in `{p}` (layer `{layer}`)")
+        }
+        None => "non-finite loss".to_string(),
+    };
+    let fix = if inputs_finite {
+        "lower the lr or set train.grad_clip (or train.on_nonfinite = \"skip\")"
+    } else {
+        "the batch holds NaN/Inf inputs: check the data and its transforms"
+    };
+    format!(
+        "epoch {epoch}, step {step}: {what}; loss {loss}, lr {lr:.3e}, batch inputs {}; {fix}",
+        if inputs_finite { "finite" } else { "NOT finite" }
+    )
+}
+
+/// The message of [`TrainError::OutOfMemory`].
+pub(crate) fn describe_out_of_memory(
+    device: &str,
+    batch_size: usize,
+    input_shape: &[i64],
+    fits: Option<usize>,
+) -> String {
+    let sample: Vec<i64> = input_shape.iter().skip(1).copied().collect();
+    let hint = match fits {
+        Some(b) => format!(
+            "the largest batch that fits is {b}: set train.batch_size = {b} (and train.accumulation_steps = {} to keep the effective batch)",
+            batch_size.div_ceil(b)
+        ),
+        None => format!(
+            "not even one sample of shape {sample:?} fits: lower data.image_size or use a smaller model"
+        ),
+    };
+    format!("{device} ran out of memory at batch size {batch_size} (inputs {input_shape:?}); {hint}")
 }

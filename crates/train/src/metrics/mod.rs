@@ -17,7 +17,7 @@ pub use multilabel::{MeanAveragePrecision, MultiLabelF1};
 pub use regression::{MeanAbsoluteError, RootMeanSquaredError};
 
 use crate::error::{Result, TrainError};
-use crate::trainer::Distributed;
+use crate::trainer::distributed::Distributed;
 use std::any::Any;
 use tch::{Device, Kind, Tensor};
 

@@ -9,7 +9,7 @@
 
 mod batch;
 mod callback;
-mod distributed;
+pub(crate) mod distributed;
 mod signal;
 mod source;
 mod step;
