@@ -222,6 +222,10 @@ class EndToEnd:
 # The all-reduce rows, as in torchlight-bench's allreduce.rs: name -> (float32 elements per
 # all-reduce, all-reduces per repetition).
 ALLREDUCE_WORKLOADS = {"allreduce_2r_256kib": (64 << 10, 20), "allreduce_2r_25mib": (25 << 18, 4)}
+# The data-parallel training rows, as DDP_WORKLOADS there: name -> (batch per rank, image size);
+# each repetition is DDP_STEPS training steps of resnet18 on each rank, one thread each.
+DDP_WORKLOADS = {"train_ddp_2r_resnet18_64_b16": (16, 64)}
+DDP_STEPS = 2
 DIST_TIMEOUT = timedelta(seconds=600)
 _peer = None
 
@@ -256,6 +260,41 @@ class AllReduce:
             dist.all_reduce(self.buffer)
 
 
+class DdpStep:
+    """One rank's side of a data-parallel training row: resnet18 under torch's
+    DistributedDataParallel (built by both ranks at the same command), AdamW, a fixed batch."""
+
+    def __init__(self, row):
+        batch, size = list(DDP_WORKLOADS.values())[row]
+        self.model = torch.nn.parallel.DistributedDataParallel(models.resnet18(num_classes=10).train())
+        self.opt = adamw(self.model)
+        self.loss = torch.nn.CrossEntropyLoss()
+        self.x, self.y = inputs(batch, size)
+
+    def steps(self, steps):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for _ in range(steps):
+                self.opt.zero_grad()
+                self.loss(self.model(self.x), self.y).backward()
+                self.opt.step()
+        finally:
+            torch.set_num_threads(threads)
+
+
+class DdpTrain:
+    def __init__(self, name):
+        _start_pair()
+        self.row = list(DDP_WORKLOADS).index(name)
+        _command([2, self.row, 0])
+        self.step = DdpStep(self.row)
+
+    def run(self):
+        _command([2, self.row, DDP_STEPS])
+        self.step.steps(DDP_STEPS)
+
+
 def shutdown():
     if _peer is not None:
         _command([0, 0, 0])
@@ -270,12 +309,18 @@ def allreduce_peer():
     )
     dist.init_process_group("gloo", store=store, rank=1, world_size=2, timeout=DIST_TIMEOUT)
     buffer = torch.zeros(0)
+    training = None
     while True:
         cmd = torch.zeros(3, dtype=torch.int64)
         dist.broadcast(cmd, 0)
         op, elements, count = cmd.tolist()
         if op == 0:
             break
+        if op == 2:
+            if training is None or training[0] != elements:
+                training = (elements, DdpStep(elements))
+            training[1].steps(count)
+            continue
         if buffer.numel() != elements:
             buffer = torch.zeros(elements)
         for _ in range(count):
@@ -316,6 +361,8 @@ def build(name, env):
         return CheckpointIo(env)
     if name in ALLREDUCE_WORKLOADS:
         return AllReduce(*ALLREDUCE_WORKLOADS[name])
+    if name in DDP_WORKLOADS:
+        return DdpTrain(name)
     raise ValueError(f"unknown workload `{name}`")
 
 

@@ -99,6 +99,11 @@ const WORKLOADS: &[Workload] = &[
         heavy: false,
     },
     Workload {
+        name: "train_ddp_2r_resnet18_64_b16",
+        description: "data-parallel training on 2 ranks of this machine (one thread each, Gloo over loopback): 2 steps of resnet18 (10 classes), 64x64, batch 16 per rank (32 per step, as `train_resnet18_64_b32`), AdamW; `DistributedDataParallel` + `sync_gradients` vs torch's DDP (rank 1 is the peer process of each side); its time over `train_resnet18_64_b32`'s is the 1-vs-2-rank line below",
+        heavy: true,
+    },
+    Workload {
         name: "train_e2e_resnet18_32_w2",
         description: "end to end: a whole `torchlight train` run (`torchlight_train::fit`: resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, 10% validation split evaluated each epoch, checkpoint each epoch, 2 epochs) vs the same recipe as a plain PyTorch script (torchvision transforms, DataLoader num_workers=2, torch.save each epoch); images/s is the inverse ratio",
         heavy: true,

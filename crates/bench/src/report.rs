@@ -208,6 +208,26 @@ pub fn ceiling_lines(report: &Report) -> Vec<String> {
     lines
 }
 
+/// The data-parallel rows against the one-process training step on the same images per step:
+/// each side's speed-up from 1 process to 2 ranks.
+pub fn scaling_lines(report: &Report) -> Vec<String> {
+    let find = |n: &str| report.entries.iter().find(|e| e.name == n);
+    let Some(single) = find("train_resnet18_64_b32") else { return Vec::new() };
+    crate::allreduce::DDP_WORKLOADS
+        .iter()
+        .filter_map(|&(name, _, _)| {
+            let ddp = find(name)?;
+            let steps = crate::allreduce::DDP_STEPS as f64;
+            Some(format!(
+                "- `{name}` against `train_resnet18_64_b32` (the same 32 images per step): 2 ranks run a \
+                 step {:.2}x as fast as 1 process in Torchlight, {:.2}x in PyTorch",
+                single.torchlight_median_s / (ddp.torchlight_median_s / steps),
+                single.pytorch_median_s / (ddp.pytorch_median_s / steps),
+            ))
+        })
+        .collect()
+}
+
 /// The all-reduce rows as bandwidths, `- name: Torchlight X MB/s, PyTorch Y MB/s`.
 pub fn bandwidth_lines(report: &Report) -> Vec<String> {
     report
@@ -299,6 +319,13 @@ pub fn markdown(report: &Report, date: &str, cpu: &str, cores: usize) -> String 
              2 ranks on one machine over Gloo and loopback TCP.\n\n",
         );
         for line in bandwidth {
+            let _ = writeln!(md, "{line}");
+        }
+    }
+    let scaling = scaling_lines(report);
+    if !scaling.is_empty() {
+        md.push_str("\n## One process against two ranks\n\n");
+        for line in scaling {
             let _ = writeln!(md, "{line}");
         }
     }
@@ -438,7 +465,8 @@ pub fn write_all(report: &Report, out_dir: &Path, docs: Option<&Path>) -> Result
         plot(report, &docs.join("benchmarks.png"))?;
     }
     let mut text = table(report);
-    for line in bandwidth_lines(report).into_iter().chain(ceiling_lines(report)) {
+    for line in bandwidth_lines(report).into_iter().chain(scaling_lines(report)).chain(ceiling_lines(report))
+    {
         text.push_str(&line);
         text.push('\n');
     }
@@ -477,6 +505,22 @@ mod tests {
         assert_eq!(
             bandwidth_lines(&r),
             ["- `allreduce_2r_25mib`: Torchlight 1049 MB/s, PyTorch 524 MB/s".to_string()]
+        );
+    }
+
+    #[test]
+    fn data_parallel_rows_become_speed_ups_over_one_process() {
+        // One process: 1.0 s (TL) and 1.2 s (PT) per step; 2 ranks: 2 steps in 1.0 s and 2.0 s.
+        let r = parse_raw(
+            "train_resnet18_64_b32\tx\t1.0 1.0\t1.2 1.2\ntrain_ddp_2r_resnet18_64_b16\ty\t1.0 1.0\t2.0 2.0\n",
+        )
+        .unwrap();
+        let lines = scaling_lines(&r);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].contains("2.00x as fast as 1 process in Torchlight, 1.20x in PyTorch"),
+            "{}",
+            lines[0]
         );
     }
 

@@ -51,7 +51,10 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "train_e2e_resnet18_32_w2" => Box::new(EndToEnd::new(env)?),
         other => match crate::allreduce::ALLREDUCE_WORKLOADS.iter().find(|w| w.0 == other) {
             Some(&(_, elements, count)) => crate::allreduce::build(elements, count)?,
-            None => bail!("unknown workload `{other}`"),
+            None => match crate::allreduce::DDP_WORKLOADS.iter().position(|w| w.0 == other) {
+                Some(row) => crate::allreduce::build_ddp(row)?,
+                None => bail!("unknown workload `{other}`"),
+            },
         },
     })
 }
@@ -130,7 +133,7 @@ impl Workload for Pipeline {
 }
 
 /// Deterministic inputs for a model workload.
-fn inputs(batch: i64, size: i64) -> (Tensor, Tensor) {
+pub(crate) fn inputs(batch: i64, size: i64) -> (Tensor, Tensor) {
     tch::manual_seed(0);
     let x = Tensor::randn([batch, 3, size, size], (Kind::Float, tch::Device::Cpu));
     let y = Tensor::randint(10, [batch], (Kind::Int64, tch::Device::Cpu));
@@ -143,7 +146,7 @@ fn backbone(name: &str) -> Result<Box<dyn Module>> {
     Ok((arch.build)(ModelSpec::new(10, 224), LayerOptions::default())?)
 }
 
-fn adamw(model: &dyn Module) -> Result<AdamW> {
+pub(crate) fn adamw(model: &dyn Module) -> Result<AdamW> {
     Ok(AdamW::new(vec![ParamGroup::new(named_parameters(model), AdamConfig::adamw().with_lr(1e-3))])?)
 }
 

@@ -76,6 +76,9 @@ fn squeeze_excitation_matches_torchvision() {
 
 #[test]
 fn stochastic_depth_draws_what_torchvision_draws() {
+    if !crate::alone_in_a_process("backbone_layers::stochastic_depth_draws_what_torchvision_draws") {
+        return;
+    }
     let f = layers();
     let _rng = crate::torch_rng_lock();
     let ones = Tensor::ones([64, 3, 2], (Kind::Float, Device::Cpu));
