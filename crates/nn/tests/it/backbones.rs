@@ -130,6 +130,10 @@ fn check(dir: &std::path::Path, arch_name: &str, seeded_init: bool) {
 
 #[test]
 fn mobilenets_match_torchvision() {
+    // Seeded init and train-mode draws must be the only draws from torch's generator.
+    if !crate::alone_in_a_process("backbones::mobilenets_match_torchvision") {
+        return;
+    }
     let archs = ["mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"];
     let dir = fixtures(&archs);
     archs.iter().enumerate().for_each(|(i, a)| check(&dir, a, i == 0));
@@ -137,6 +141,10 @@ fn mobilenets_match_torchvision() {
 
 #[test]
 fn efficientnets_match_torchvision() {
+    // Seeded init and train-mode draws must be the only draws from torch's generator.
+    if !crate::alone_in_a_process("backbones::efficientnets_match_torchvision") {
+        return;
+    }
     let archs =
         ["efficientnet_b0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "efficientnet_v2_s"];
     let dir = fixtures(&archs);
@@ -145,6 +153,10 @@ fn efficientnets_match_torchvision() {
 
 #[test]
 fn convnexts_match_torchvision() {
+    // Seeded init and train-mode draws must be the only draws from torch's generator.
+    if !crate::alone_in_a_process("backbones::convnexts_match_torchvision") {
+        return;
+    }
     let archs = ["convnext_tiny", "convnext_small"];
     let dir = fixtures(&archs);
     archs.iter().enumerate().for_each(|(i, a)| check(&dir, a, i == 0));
@@ -152,6 +164,10 @@ fn convnexts_match_torchvision() {
 
 #[test]
 fn vision_transformers_match_torchvision() {
+    // Seeded init and train-mode draws must be the only draws from torch's generator.
+    if !crate::alone_in_a_process("backbones::vision_transformers_match_torchvision") {
+        return;
+    }
     let archs = ["vit_b_16", "vit_s_16"];
     let dir = fixtures(&archs);
     archs.iter().enumerate().for_each(|(i, a)| check(&dir, a, i == 0));

@@ -78,6 +78,9 @@ fn skip_init_builds_resnet50_with_one_allocation_and_one_write_per_tensor() {
 /// initialisers, drawn in the same order.
 #[test]
 fn seeded_init_equals_torchvisions_draw_for_draw() {
+    if !crate::alone_in_a_process("construct::seeded_init_equals_torchvisions_draw_for_draw") {
+        return;
+    }
     for arch in ["resnet18", "resnet50"] {
         let theirs = read_pth(fixtures().join(format!("{arch}.pth"))).unwrap();
         let model = {
