@@ -37,7 +37,7 @@ pub use off::{build, build_ddp, peer_main, shutdown};
 #[cfg(feature = "distributed")]
 mod imp {
     use super::{DDP_STEPS, DDP_WORKLOADS};
-    use crate::workloads::{adamw, inputs, Workload};
+    use crate::common::{adamw, inputs, Workload};
     use anyhow::{Context as _, Result};
     use std::process::{Child, Command};
     use std::sync::{Mutex, OnceLock};
@@ -212,7 +212,7 @@ mod imp {
 
 #[cfg(not(feature = "distributed"))]
 mod off {
-    use crate::workloads::Workload;
+    use crate::common::Workload;
     use anyhow::{bail, Result};
 
     const WHY: &str = "torchlight-bench was built without its `distributed` feature (gloo's headers were \

@@ -11,6 +11,7 @@
 //! - `allreduce-peer`: rank 1 of the all-reduce rows, started by the server (`allreduce.rs`).
 
 mod allreduce;
+mod common;
 mod gpu;
 mod gpu_report;
 mod imagegen;

@@ -1,6 +1,8 @@
 //! The Torchlight side of each workload, built once and then run on request; each mirrors a
 //! function of the same name in `pytorch_bench.py`.
 
+pub use crate::common::Workload;
+use crate::common::{adamw, inputs};
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use tch::{Kind, Tensor};
@@ -10,17 +12,11 @@ use torchlight_nn::{
     architecture, named_parameters, resnet18, resnet34, resnet50, CrossEntropyLoss, LayerOptions, ModelSpec,
     Module, ModuleT, ResNet,
 };
-use torchlight_optim::{AdamConfig, AdamW, Optimizer, ParamGroup};
+use torchlight_optim::{AdamW, Optimizer};
 use torchlight_vision::{
     decode_file, CenterCrop, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop,
     Resize, ToTensor, IMAGENET_MEAN, IMAGENET_STD,
 };
-
-/// One workload: built once (models, data, optimizer state), then timed by [`Workload::run`].
-pub trait Workload {
-    /// One timed repetition.
-    fn run(&mut self) -> Result<()>;
-}
 
 /// Where a workload finds its inputs and scratch space.
 pub struct Env {
@@ -132,22 +128,10 @@ impl Workload for Pipeline {
     }
 }
 
-/// Deterministic inputs for a model workload.
-pub(crate) fn inputs(batch: i64, size: i64) -> (Tensor, Tensor) {
-    tch::manual_seed(0);
-    let x = Tensor::randn([batch, 3, size, size], (Kind::Float, tch::Device::Cpu));
-    let y = Tensor::randint(10, [batch], (Kind::Int64, tch::Device::Cpu));
-    (x, y)
-}
-
 /// A registered architecture with 10 classes for 224-pixel images, initialised as torchvision.
 fn backbone(name: &str) -> Result<Box<dyn Module>> {
     let arch = architecture(name).with_context(|| format!("{name} is not registered"))?;
     Ok((arch.build)(ModelSpec::new(10, 224), LayerOptions::default())?)
-}
-
-pub(crate) fn adamw(model: &dyn Module) -> Result<AdamW> {
-    Ok(AdamW::new(vec![ParamGroup::new(named_parameters(model), AdamConfig::adamw().with_lr(1e-3))])?)
 }
 
 /// Forward + cross-entropy + backward + AdamW step, train mode.
