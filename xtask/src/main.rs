@@ -115,9 +115,7 @@ fn run() -> Result<()> {
         "train-demo" => {
             install(needs(&command), cuda)?;
             let root = workspace_root();
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| root.join("target"));
+            let target = target_dir(&root);
             demo::train_demo(&root, &target, cargo)
         }
         "bench" => {
@@ -131,9 +129,7 @@ fn run() -> Result<()> {
                     false
                 }
             };
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| root.join("target"));
+            let target = target_dir(&root);
             bench::bench(&root, &target, cargo, bench::Options { quick, distributed, only })
         }
         "help" | "--help" | "-h" => {
