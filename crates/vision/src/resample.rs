@@ -239,13 +239,28 @@ fn horizontal(
     let c = src.channels;
     let row_len = cols.len() * c;
     let mut out = vec![0u8; rows.len() * row_len];
-    for (ty, y) in rows.enumerate() {
-        let out_row = &mut out[ty * row_len..(ty + 1) * row_len];
+    let mut skip = false;
+    for (ty, y) in rows.clone().enumerate() {
+        if std::mem::take(&mut skip) {
+            continue; // done with the row before it
+        }
+        let rest = &mut out[ty * row_len..];
         let Some(h) = coeffs else {
             let start = src.at(cols.start, y);
-            out_row.copy_from_slice(&src.pixels[start..start + row_len]);
+            rest[..row_len].copy_from_slice(&src.pixels[start..start + row_len]);
             continue;
         };
+        #[cfg(target_arch = "x86_64")]
+        if kernel.0 == Isa::Avx2 && c == 3 && y + 1 < rows.end {
+            let (row0, row1) = rest.split_at_mut(row_len);
+            // SAFETY: a `Kernel` other than the scalar one exists only where the CPU runs it.
+            unsafe {
+                x86::horizontal_rows2_rgb_avx2(src, [y, y + 1], h, cols.clone(), [row0, &mut row1[..row_len]])
+            };
+            skip = true;
+            continue;
+        }
+        let out_row = &mut rest[..row_len];
         match kernel.0 {
             Isa::Scalar => horizontal_row_scalar(src, y, h, cols.clone(), out_row),
             // SAFETY: a `Kernel` other than the scalar one exists only where the CPU runs it.

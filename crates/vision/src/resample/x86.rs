@@ -240,6 +240,57 @@ pub(super) unsafe fn horizontal_row_avx2(
     }
 }
 
+/// Two output rows of the horizontal pass with AVX2, RGB only: per output pixel and tap, the
+/// `r g b` of row `ys[0]` in lanes 0..3 and of row `ys[1]` in lanes 4..7 (the fourth lane of
+/// each, the next pixel's red, is dropped), so the weights are set up once for both rows and
+/// no lanes need adding up at the end.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn horizontal_rows2_rgb_avx2(
+    src: &View,
+    ys: [usize; 2],
+    h: &Coeffs,
+    cols: std::ops::Range<usize>,
+    out: [&mut [u8]; 2],
+) {
+    debug_assert_eq!(src.channels, 3);
+    let pixels = src.pixels;
+    let p = pixels.as_ptr();
+    let [out0, out1] = out;
+    for (tx, xx) in cols.enumerate() {
+        let (xmin, n) = h.bounds[xx];
+        let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
+        let (b0, b1) = (src.at(xmin, ys[0]), src.at(xmin, ys[1]));
+        let (o0, o1) = (&mut out0[tx * 3..tx * 3 + 3], &mut out1[tx * 3..tx * 3 + 3]);
+        // Tap i's 4-byte loads end at b + 3i + 4 <= b + 3n + 1.
+        if b0.max(b1) + 3 * n + 1 > pixels.len() {
+            super::horizontal_pixel_scalar(pixels, b0, 3, k, o0);
+            super::horizontal_pixel_scalar(pixels, b1, 3, k, o1);
+            continue;
+        }
+        let mut acc = _mm256_setr_epi32(HALF, HALF, HALF, 0, HALF, HALF, HALF, 0);
+        for (i, &w) in k.iter().enumerate() {
+            // SAFETY: b + 3i + 4 <= b + 3n + 1 <= pixels.len() for both rows.
+            let (v0, v1) = unsafe {
+                (
+                    (p.add(b0 + 3 * i) as *const i32).read_unaligned(),
+                    (p.add(b1 + 3 * i) as *const i32).read_unaligned(),
+                )
+            };
+            let v = _mm256_cvtepu8_epi32(_mm_insert_epi32::<1>(_mm_cvtsi32_si128(v0), v1));
+            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(v, _mm256_set1_epi32(w)));
+        }
+        let a = _mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(acc);
+        let s = _mm_packs_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256::<1>(a));
+        let b = _mm_packus_epi16(s, s);
+        let bytes = (_mm_cvtsi128_si64(b) as u64).to_le_bytes();
+        o0.copy_from_slice(&bytes[..3]);
+        o1.copy_from_slice(&bytes[4..7]);
+    }
+}
+
 /// One output row of the horizontal pass with SSE4.1. RGB: per output pixel, one tap a step
 /// (`r g b` in 3 of the 4 lanes); grayscale: four taps a step, summed across the lanes.
 ///
