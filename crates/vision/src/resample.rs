@@ -357,7 +357,8 @@ pub(crate) fn resize_bilinear(
     resize_bilinear_with(Kernel::best(), src, crop, out_width, out_height, window)
 }
 
-/// [`resize_bilinear`] with the passes run by `kernel` (every kernel gives the same bytes).
+/// Resizes the `crop` rectangle of `src` to `out_width x out_height` and returns the `window`
+/// rectangle of that result, with the passes run by `kernel` (every kernel gives the same bytes).
 ///
 /// # Panics
 /// If `crop` leaves `src`, `window` leaves the output, or a size is 0.
