@@ -116,6 +116,15 @@ struct Coeffs {
     ksize: usize,
 }
 
+impl Coeffs {
+    /// Output position `at`'s first input index and its weights (one per tap).
+    #[inline]
+    fn taps(&self, at: usize) -> (usize, &[i32]) {
+        let (min, n) = self.bounds[at];
+        (min, &self.weights[at * self.ksize..at * self.ksize + n])
+    }
+}
+
 fn bilinear_filter(x: f64) -> f64 {
     let x = x.abs();
     if x < 1.0 {
@@ -221,8 +230,7 @@ fn horizontal_pixel_scalar(pixels: &[u8], base: usize, c: usize, k: &[i32], out:
 fn horizontal_row_scalar(src: &View, y: usize, h: &Coeffs, cols: Range<usize>, out: &mut [u8]) {
     let c = src.channels;
     for (tx, xx) in cols.enumerate() {
-        let (xmin, n) = h.bounds[xx];
-        let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
+        let (xmin, k) = h.taps(xx);
         horizontal_pixel_scalar(src.pixels, src.at(xmin, y), c, k, &mut out[tx * c..(tx + 1) * c]);
     }
 }
@@ -292,8 +300,7 @@ fn vertical(
             out_row.copy_from_slice(&src.pixels[start..start + row_len]);
             continue;
         };
-        let (ymin, n) = v.bounds[yy];
-        let k = &v.weights[yy * v.ksize..yy * v.ksize + n];
+        let (ymin, k) = v.taps(yy);
         #[cfg(target_arch = "x86_64")]
         {
             let taps = x86::VerticalTaps {

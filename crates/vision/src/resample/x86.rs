@@ -166,6 +166,20 @@ fn clip8x4(a: __m128i) -> u32 {
     _mm_cvtsi128_si32(_mm_packus_epi16(s, s)) as u32
 }
 
+/// A grayscale output pixel from the four lane sums `s4` of its first `from` taps, adding the
+/// rounding term and the remaining taps with the scalar arithmetic.
+#[inline]
+#[target_feature(enable = "sse4.1")]
+fn gray_finish(s4: __m128i, pixels: &[u8], base: usize, k: &[i32], from: usize) -> u8 {
+    let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32::<0b01_00_11_10>(s4));
+    let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32::<0b10_11_00_01>(s2));
+    let mut s = HALF.wrapping_add(_mm_cvtsi128_si32(s1));
+    for (j, &w) in k.iter().enumerate().skip(from) {
+        s = s.wrapping_add(pixels[base + j] as i32 * w);
+    }
+    clip8(s)
+}
+
 /// One output row of the horizontal pass with AVX2. RGB: per output pixel, two taps a step
 /// (`r g b` of each in 4 of the 8 lanes, the fourth lane zero); grayscale: eight taps a step,
 /// summed across the lanes at the end.
@@ -186,8 +200,8 @@ pub(super) unsafe fn horizontal_row_avx2(
         // Bytes 0..6 (two RGB pixels) to [r0 g0 b0 0 r1 g1 b1 0].
         let spread = _mm_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, -1, -1, -1, -1, -1, -1, -1, -1);
         for (tx, xx) in cols.enumerate() {
-            let (xmin, n) = h.bounds[xx];
-            let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
+            let (xmin, k) = h.taps(xx);
+            let n = k.len();
             let base = src.at(xmin, y);
             // A pair load reads 8 bytes from tap i, the last single tap 4 bytes.
             if base + 3 * n + 2 > pixels.len() {
@@ -215,8 +229,8 @@ pub(super) unsafe fn horizontal_row_avx2(
         }
     } else {
         for (tx, xx) in cols.enumerate() {
-            let (xmin, n) = h.bounds[xx];
-            let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
+            let (xmin, k) = h.taps(xx);
+            let n = k.len();
             let base = src.at(xmin, y);
             let mut acc = _mm256_setzero_si256();
             let mut i = 0;
@@ -229,13 +243,7 @@ pub(super) unsafe fn horizontal_row_avx2(
                 i += 8;
             }
             let s4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256::<1>(acc));
-            let s2 = _mm_add_epi32(s4, _mm_shuffle_epi32::<0b01_00_11_10>(s4));
-            let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32::<0b10_11_00_01>(s2));
-            let mut s = HALF.wrapping_add(_mm_cvtsi128_si32(s1));
-            for (j, &w) in k.iter().enumerate().skip(i) {
-                s = s.wrapping_add(pixels[base + j] as i32 * w);
-            }
-            out[tx] = clip8(s);
+            out[tx] = gray_finish(s4, pixels, base, k, i);
         }
     }
 }
@@ -260,8 +268,8 @@ pub(super) unsafe fn horizontal_rows2_rgb_avx2(
     let p = pixels.as_ptr();
     let [out0, out1] = out;
     for (tx, xx) in cols.enumerate() {
-        let (xmin, n) = h.bounds[xx];
-        let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
+        let (xmin, k) = h.taps(xx);
+        let n = k.len();
         let (b0, b1) = (src.at(xmin, ys[0]), src.at(xmin, ys[1]));
         let (o0, o1) = (&mut out0[tx * 3..tx * 3 + 3], &mut out1[tx * 3..tx * 3 + 3]);
         // Tap i's 4-byte loads end at b + 3i + 4 <= b + 3n + 1.
@@ -308,8 +316,8 @@ pub(super) unsafe fn horizontal_row_sse41(
     let p = pixels.as_ptr();
     if src.channels == 3 {
         for (tx, xx) in cols.enumerate() {
-            let (xmin, n) = h.bounds[xx];
-            let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
+            let (xmin, k) = h.taps(xx);
+            let n = k.len();
             let base = src.at(xmin, y);
             // Tap i's 4-byte load ends at base + 3i + 4.
             if base + 3 * n + 1 > pixels.len() {
@@ -327,8 +335,8 @@ pub(super) unsafe fn horizontal_row_sse41(
         }
     } else {
         for (tx, xx) in cols.enumerate() {
-            let (xmin, n) = h.bounds[xx];
-            let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
+            let (xmin, k) = h.taps(xx);
+            let n = k.len();
             let base = src.at(xmin, y);
             let mut acc = _mm_setzero_si128();
             let mut i = 0;
@@ -340,13 +348,7 @@ pub(super) unsafe fn horizontal_row_sse41(
                 acc = _mm_add_epi32(acc, _mm_mullo_epi32(v, w));
                 i += 4;
             }
-            let s2 = _mm_add_epi32(acc, _mm_shuffle_epi32::<0b01_00_11_10>(acc));
-            let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32::<0b10_11_00_01>(s2));
-            let mut s = HALF.wrapping_add(_mm_cvtsi128_si32(s1));
-            for (j, &w) in k.iter().enumerate().skip(i) {
-                s = s.wrapping_add(pixels[base + j] as i32 * w);
-            }
-            out[tx] = clip8(s);
+            out[tx] = gray_finish(acc, pixels, base, k, i);
         }
     }
 }
