@@ -1,6 +1,7 @@
 //! torchlight-vision's integration tests: parity with torchvision fixtures
 //! (`tests/fixtures/make_fixtures.py`), sampling statistics, ImageFolder on real folders.
-//! The SIMD resampling kernels against the scalar one (`simd.rs`).
+//! The SIMD resampling kernels against the scalar one and the resampling fixtures held to 0
+//! (`simd.rs`).
 //! No libtorch: the fixtures' safetensors files are read with the `safetensors` crate.
 
 mod color;

@@ -1,6 +1,6 @@
 //! The SIMD resampling kernels against the scalar reference, byte for byte: random sizes (up
 //! and down, both pass orders), source rectangles, output windows, RGB and grayscale, run for
-//! every kernel this CPU has.
+//! every kernel this CPU has; and the resampling fixtures exact with the kernel in use.
 
 use rand::Rng;
 use torchlight_base::seed::rng_from_seed;
@@ -131,4 +131,29 @@ fn simd_kernels_equal_scalar_on_pipeline_sizes() {
     for (src, crop, out_w, out_h, window) in cases {
         check(&Case { src, crop, out_w, out_h, window });
     }
+}
+
+#[test]
+fn resampling_fixtures_are_exact_with_the_kernel_the_transforms_use() {
+    // The parity test bounds every non-JPEG case at 2/255; the resampling cases are held to 0,
+    // so an off-by-one in a kernel cannot hide there. (`TORCHLIGHT_RESAMPLE_KERNEL` picks the
+    // kernel of a whole test run; the tests above tie every kernel to the scalar one.)
+    let cases = std::fs::read_to_string(crate::fixture("cases.txt")).unwrap();
+    let mut count = 0;
+    for line in cases.lines().filter(|l| !l.is_empty()) {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (input, op, args, expected) =
+            (fields[0], fields[1], &fields[2..fields.len() - 1], fields[fields.len() - 1]);
+        if input.ends_with(".jpg")
+            || !["resize", "resize_exact", "resize_center_crop", "resized_crop"].contains(&op)
+        {
+            continue;
+        }
+        let image = torchlight_vision::decode_file(crate::fixture("inputs").join(input)).unwrap();
+        let want = torchlight_vision::decode_file(crate::fixture("expected").join(expected)).unwrap();
+        let got = crate::parity::run(op, args, image);
+        assert_eq!(crate::diff(&got, &want), (0.0, 0.0), "{line} with {}", Kernel::best().name());
+        count += 1;
+    }
+    assert!(count >= 40, "only {count} resampling cases");
 }
