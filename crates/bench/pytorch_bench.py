@@ -2,13 +2,16 @@
 `workloads.rs`, served over the same line protocol.
 
 Reads `run <workload> <warmup> <reps>` lines on stdin and answers `ok <seconds>...` or
-`err <message>`; workloads are built on first use and kept.
+`err <message>`; workloads are built on first use and kept. `stages <train|eval> <images>`
+answers `ok <stage>=<ms per image>...` (`stage_timings`, mirroring torchlight-bench's
+`stages.rs`).
 
 usage: python pytorch_bench.py --threads T --data DIR --scratch DIR
        python pytorch_bench.py --allreduce-peer   (rank 1 of the all-reduce rows)
 """
 
 import argparse
+import io
 import os
 import random
 import shutil
@@ -21,8 +24,9 @@ import torch
 import torch.distributed as dist
 import torchvision
 from PIL import Image
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import DataLoader, Subset, default_collate
 from torchvision import datasets, models, transforms
+from torchvision.transforms import functional as F
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -81,6 +85,65 @@ class Pipeline:
         for images, _targets in self.loader:
             seen += images.shape[0]
         assert seen == len(self.dataset), seen
+
+
+STAGE_BATCH = 32
+
+
+def stage_timings(data, pipeline, images):
+    """Milliseconds per image of each step of the `train` or `eval` pipeline over `images` files
+    spread evenly over the folder, one thread: a dict in the order the steps run."""
+    if pipeline not in ("train", "eval"):
+        raise ValueError(f"no pipeline `{pipeline}`; the pipelines are train, eval")
+    samples = datasets.ImageFolder(data).samples
+    n = min(images, len(samples))
+    if n == 0:
+        raise ValueError(f"{data} has no images")
+    train = pipeline == "train"
+    crop = (
+        transforms.RandomResizedCrop(224)
+        if train
+        else transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224)])
+    )
+    keys = ["read", "decode", "crop_resize", "flip", "to_tensor", "normalize"]
+    seconds = dict.fromkeys(keys, 0.0)
+    batch_s = 0.0
+    pending = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for i in range(n):
+            path, target = samples[i * len(samples) // n]
+            t0 = time.perf_counter()
+            with open(path, "rb") as f:
+                img = Image.open(io.BytesIO(f.read()))
+            t1 = time.perf_counter()
+            img = img.convert("RGB")  # what torchvision's pil_loader does; it loads the pixels
+            t2 = time.perf_counter()
+            img = crop(img)
+            t3 = time.perf_counter()
+            # RandomHorizontalFlip(0.5): every other image, as on the Torchlight side.
+            if train and i % 2 == 0:
+                img = F.hflip(img)
+            t4 = time.perf_counter()
+            tensor = F.to_tensor(img)
+            t5 = time.perf_counter()
+            tensor = F.normalize(tensor, IMAGENET_MEAN, IMAGENET_STD)
+            t6 = time.perf_counter()
+            for key, (a, b) in zip(keys, [(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6)]):
+                seconds[key] += b - a
+            pending.append((tensor, target))
+            if len(pending) == STAGE_BATCH or i + 1 == n:
+                start = time.perf_counter()
+                default_collate(pending)
+                batch_s += time.perf_counter() - start
+                pending = []
+    finally:
+        torch.set_num_threads(threads)
+    seconds["batch"] = batch_s
+    if not train:
+        del seconds["flip"]
+    return {key: s * 1e3 / n for key, s in seconds.items()}
 
 
 def inputs(batch, size):
@@ -398,6 +461,10 @@ def main():
         if parts == ["quit"]:
             break
         try:
+            if len(parts) == 3 and parts[0] == "stages":
+                stages = stage_timings(env.data, parts[1], int(parts[2]))
+                print("ok " + " ".join(f"{k}={v:.6f}" for k, v in stages.items()), flush=True)
+                continue
             if len(parts) != 4 or parts[0] != "run":
                 raise ValueError(f"bad request `{line.strip()}`")
             name, warmup, reps = parts[1], int(parts[2]), int(parts[3])

@@ -6,6 +6,9 @@
 //! server (`crates/bench/pytorch_bench.py` under `.pyref`) with the same thread count, and
 //! alternates them on each workload: every round sends the same request to both, the side that
 //! goes first swapping each round, so load from other jobs on a shared machine falls on both.
+//! After the workloads both servers time the train and eval input pipelines stage by stage
+//! (`stages <pipeline> <images>`, one thread, [`STAGE_IMAGES`] images, two rounds alternating
+//! which side goes first); skipped when `--only` names no `pipeline*` workload.
 //! The raw timings go to `target/bench/raw.tsv`; `torchlight-bench report` turns them into
 //! the table, `target/bench/report.json`, `docs/benchmarks.md` and `docs/benchmarks.png`.
 
@@ -115,6 +118,9 @@ const WORKLOADS: &[Workload] = &[
     },
 ];
 
+/// Images each side times stage by stage per pipeline and round (a few hundred: cheap).
+const STAGE_IMAGES: usize = 256;
+
 /// How much to measure.
 struct Plan {
     images: usize,
@@ -177,6 +183,19 @@ impl Server {
         match line.split_once(' ').unwrap_or((line.as_str(), "")) {
             ("ok", times) => times.split_whitespace().map(|t| Ok(t.parse::<f64>()?)).collect(),
             ("err", message) => bail!("{} failed on {name}: {message}", self.label),
+            _ => bail!("{} answered `{line}`", self.label),
+        }
+    }
+
+    /// Times an input pipeline stage by stage: `(stage, ms per image)` pairs, as
+    /// `stage=ms ...`.
+    fn stages(&mut self, pipeline: &str, images: usize) -> Result<String> {
+        writeln!(self.stdin, "stages {pipeline} {images}")?;
+        self.stdin.flush()?;
+        let line = self.read_line()?;
+        match line.split_once(' ').unwrap_or((line.as_str(), "")) {
+            ("ok", stages) => Ok(stages.to_string()),
+            ("err", message) => bail!("{} failed on the {pipeline} stages: {message}", self.label),
             _ => bail!("{} answered `{line}`", self.label),
         }
     }
@@ -304,6 +323,26 @@ pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, option
         );
         let join = |t: &[f64]| t.iter().map(|x| format!("{x:.9}")).collect::<Vec<_>>().join(" ");
         raw.push_str(&format!("{}\t{}\t{}\t{}\n", w.name, w.description, join(&times[0]), join(&times[1])));
+    }
+    if only.as_ref().is_none_or(|o| o.iter().any(|n| n.starts_with("pipeline"))) {
+        raw.push_str(&format!("#stage_images={STAGE_IMAGES}\n"));
+        for pipeline in ["train", "eval"] {
+            for round in 0..2 {
+                let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+                for side in order {
+                    match servers[side].stages(pipeline, STAGE_IMAGES) {
+                        Ok(stages) => {
+                            eprintln!("xtask: stages {pipeline:<5} {:<10} {stages}", servers[side].label);
+                            raw.push_str(&format!(
+                                "@stages\t{pipeline}\t{}\t{stages}\n",
+                                servers[side].label
+                            ));
+                        }
+                        Err(e) => eprintln!("xtask: {e:#}"),
+                    }
+                }
+            }
+        }
     }
     for server in servers {
         server.finish();

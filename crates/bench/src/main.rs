@@ -3,7 +3,8 @@
 //! - `serve --threads T --data DIR --scratch DIR`: reads `run <workload> <warmup> <reps>`
 //!   lines on stdin and answers each with `ok <seconds>...` (one time per repetition) or
 //!   `err <message>`; workloads are built on first use and kept, so later rounds time only the
-//!   work. `pytorch_bench.py` speaks the same protocol for PyTorch.
+//!   work; `stages <train|eval> <images>` answers `ok <stage>=<ms per image>...` (`stages.rs`).
+//!   `pytorch_bench.py` speaks the same protocol for PyTorch.
 //! - `gen-data --out DIR --count N`: the photo-like ImageFolder (cached).
 //! - `report --raw FILE --out-dir DIR [--docs DIR]`: statistics, table, JSON, Markdown, PNG.
 //! - `gpu probe|run|summarize|validate|record ...`: the GPU proof kit's rows and report
@@ -16,6 +17,7 @@ mod gpu;
 mod gpu_report;
 mod imagegen;
 mod report;
+mod stages;
 mod stats;
 mod workloads;
 
@@ -126,6 +128,20 @@ fn serve(threads: i32, env: workloads::Env) -> Result<()> {
                     Ok(times) => {
                         let times: Vec<String> = times.iter().map(|t| format!("{t:.9}")).collect();
                         format!("ok {}", times.join(" "))
+                    }
+                    Err(e) => format!("err {}", format!("{e:#}").replace('\n', " ")),
+                }
+            }
+            ["stages", pipeline, images] => {
+                let result = images
+                    .parse()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|images| stages::measure(&env.data, pipeline, images));
+                match result {
+                    Ok(stages) => {
+                        let stages: Vec<String> =
+                            stages.iter().map(|(s, ms)| format!("{s}={ms:.6}")).collect();
+                        format!("ok {}", stages.join(" "))
                     }
                     Err(e) => format!("err {}", format!("{e:#}").replace('\n', " ")),
                 }

@@ -3,7 +3,9 @@
 //! the ratios (`docs/benchmarks.png`).
 //!
 //! Raw format (`raw.tsv`, written by xtask): `#key=value` meta lines, then one line per
-//! workload: `name \t description \t torchlight seconds (space-separated) \t pytorch seconds`.
+//! workload: `name \t description \t torchlight seconds (space-separated) \t pytorch seconds`,
+//! and per round and side the input pipelines' stage timings (`stages.rs`):
+//! `@stages \t pipeline \t torchlight|pytorch \t stage=ms_per_image ...`.
 
 use crate::gpu_report;
 use crate::stats::{summarize, Summary};
@@ -73,6 +75,17 @@ pub struct Entry {
     pub pytorch: SideStats,
 }
 
+/// One side's stage timings of one input pipeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageTimes {
+    /// `train` or `eval`.
+    pub pipeline: String,
+    /// `torchlight` or `pytorch`.
+    pub side: String,
+    /// Milliseconds per image by stage: the lowest over the rounds.
+    pub ms_per_image: BTreeMap<String, f64>,
+}
+
 /// A parsed raw file: meta lines and entries.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
@@ -80,6 +93,33 @@ pub struct Report {
     pub meta: BTreeMap<String, String>,
     /// One entry per workload, in run order.
     pub entries: Vec<Entry>,
+    /// The input pipelines' stage timings, per pipeline and side, in first-seen order.
+    pub stages: Vec<StageTimes>,
+}
+
+/// Records one `@stages` raw line (its fields after the tag), keeping each stage's lowest time.
+fn parse_stages(report: &mut Report, fields: &[&str], line: usize) -> Result<()> {
+    let [pipeline, side, timings] = fields else {
+        bail!("raw line {line}: `@stages` needs pipeline, side and timings, found {} fields", fields.len());
+    };
+    let i = match report.stages.iter().position(|s| s.pipeline == *pipeline && s.side == *side) {
+        Some(i) => i,
+        None => {
+            report.stages.push(StageTimes {
+                pipeline: pipeline.to_string(),
+                side: side.to_string(),
+                ms_per_image: BTreeMap::new(),
+            });
+            report.stages.len() - 1
+        }
+    };
+    for kv in timings.split_whitespace() {
+        let parsed = kv.split_once('=').and_then(|(k, v)| Some((k, v.parse::<f64>().ok()?)));
+        let Some((stage, ms)) = parsed else { bail!("raw line {line}: bad stage timing `{kv}`") };
+        let slot = report.stages[i].ms_per_image.entry(stage.to_string()).or_insert(ms);
+        *slot = slot.min(ms);
+    }
+    Ok(())
 }
 
 /// The target ratio of issue 10 for a workload: input pipeline 2x PyTorch's throughput,
@@ -119,6 +159,10 @@ pub fn parse_raw(text: &str) -> Result<Report> {
             continue;
         }
         let fields: Vec<&str> = line.split('\t').collect();
+        if fields[0] == "@stages" {
+            parse_stages(&mut report, &fields[1..], line_no)?;
+            continue;
+        }
         if fields.len() != 4 {
             bail!("raw line {line_no}: expected 4 tab-separated fields, found {}", fields.len());
         }
@@ -245,6 +289,93 @@ pub fn bandwidth_lines(report: &Report) -> Vec<String> {
         .collect()
 }
 
+/// What each pipeline with a stage table runs.
+fn pipeline_description(pipeline: &str) -> &'static str {
+    match pipeline {
+        "train" => "RandomResizedCrop(224) + RandomHorizontalFlip + ToTensor + Normalize, batch 32",
+        "eval" => "Resize(256) + CenterCrop(224) + ToTensor + Normalize, batch 32",
+        _ => "",
+    }
+}
+
+/// What a stage does, as the table's row label.
+fn stage_label(pipeline: &str, stage: &str) -> String {
+    match (pipeline, stage) {
+        (_, "read") => "read the file (PIL: open + read + parse the header)".into(),
+        (_, "decode") => {
+            "decode to RGB u8 (Torchlight: `decode_bytes`, with the header and truncation checks; \
+                          PIL: `convert(\"RGB\")`, which loads)"
+                .into()
+        }
+        ("eval", "crop_resize") => {
+            "Resize(256) + CenterCrop(224) (Torchlight: fused, resamples only the kept window)".into()
+        }
+        (_, "crop_resize") => "RandomResizedCrop(224): draw, crop and resize".into(),
+        (_, "flip") => "horizontal flip (every other image, as p = 0.5)".into(),
+        (_, "to_tensor") => "ToTensor".into(),
+        (_, "normalize") => "Normalize".into(),
+        (_, "to_tensor_normalize") => "ToTensor + Normalize (Torchlight: fused, one pass)".into(),
+        (_, "batch") => "collate into batches of 32 (per image)".into(),
+        (_, other) => other.into(),
+    }
+}
+
+/// The stage tables: per pipeline, milliseconds per image of each stage on both sides, their
+/// ratio, and the total. PyTorch's `ToTensor + Normalize` row is the sum of its two rows.
+pub fn stage_tables(report: &Report) -> String {
+    let mut out = String::new();
+    let mut pipelines: Vec<&str> = Vec::new();
+    for s in &report.stages {
+        if !pipelines.contains(&s.pipeline.as_str()) {
+            pipelines.push(&s.pipeline);
+        }
+    }
+    let cell = |v: Option<&f64>| v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into());
+    let ratio = |a: Option<&f64>, b: Option<&f64>| match (a, b) {
+        (Some(a), Some(b)) if *b > 0.0 => format!("{:.2}", a / b),
+        _ => "-".into(),
+    };
+    // The total counts ToTensor + Normalize once (fused or summed).
+    let total = |ms: &BTreeMap<String, f64>| {
+        (!ms.is_empty())
+            .then(|| ms.iter().filter(|(k, _)| *k != "to_tensor" && *k != "normalize").map(|(_, v)| v).sum())
+    };
+    for pipeline in pipelines {
+        let side = |name: &str| {
+            let times = report.stages.iter().find(|s| s.pipeline == pipeline && s.side == name);
+            let mut ms = times.map(|s| s.ms_per_image.clone()).unwrap_or_default();
+            if let (None, Some(t), Some(n)) =
+                (ms.get("to_tensor_normalize"), ms.get("to_tensor"), ms.get("normalize"))
+            {
+                ms.insert("to_tensor_normalize".into(), t + n);
+            }
+            ms
+        };
+        let (tl, pt) = (side("torchlight"), side("pytorch"));
+        let _ = writeln!(out, "`{pipeline}`: {}\n", pipeline_description(pipeline));
+        let _ = writeln!(out, "| stage | Torchlight ms/image | PIL/torchvision ms/image | ratio TL/PT |");
+        let _ = writeln!(out, "|---|---:|---:|---:|");
+        let mut stages: Vec<&str> = crate::stages::STAGES.to_vec();
+        let others = tl.keys().chain(pt.keys()).map(String::as_str);
+        for other in others {
+            if !stages.contains(&other) {
+                stages.push(other);
+            }
+        }
+        for stage in stages {
+            let (a, b) = (tl.get(stage), pt.get(stage));
+            if a.is_some() || b.is_some() {
+                let label = stage_label(pipeline, stage);
+                let _ = writeln!(out, "| {label} | {} | {} | {} |", cell(a), cell(b), ratio(a, b));
+            }
+        }
+        let (a, b): (Option<f64>, Option<f64>) = (total(&tl), total(&pt));
+        let (a, b) = (a.as_ref(), b.as_ref());
+        let _ = writeln!(out, "| **total** | **{}** | **{}** | **{}** |\n", cell(a), cell(b), ratio(a, b));
+    }
+    out
+}
+
 /// `Model name` of the first CPU in /proc/cpuinfo and its logical CPU count.
 pub fn machine() -> (String, usize) {
     let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -336,7 +467,19 @@ pub fn markdown(report: &Report, date: &str, cpu: &str, cores: usize) -> String 
             let _ = writeln!(md, "{line}");
         }
     }
-    md
+    if !report.stages.is_empty() {
+        md.push_str("\n## Input pipeline stage by stage\n\n");
+        let _ = writeln!(
+            md,
+            "Milliseconds per image of each step, one thread (intra-op threads set to 1 on both \
+             sides), over {} images spread over the bench's image folder, in the Torchlight and \
+             PyTorch servers of this run; each figure is the lower of the rounds' means \
+             (`stage_timings` in `pytorch_bench.py`, `stages.rs` in torchlight-bench).\n",
+            meta("stage_images")
+        );
+        md.push_str(&stage_tables(report));
+    }
+    md.trim_end().to_string() + "\n"
 }
 
 fn register_font() {
@@ -445,6 +588,10 @@ pub fn write_all(report: &Report, out_dir: &Path, docs: Option<&Path>) -> Result
     std::fs::create_dir_all(out_dir).with_context(|| format!("{}", out_dir.display()))?;
     let json = serde_json::to_string_pretty(&report.entries)?;
     std::fs::write(out_dir.join("report.json"), json + "\n")?;
+    if !report.stages.is_empty() {
+        let json = serde_json::to_string_pretty(&report.stages)?;
+        std::fs::write(out_dir.join("stages.json"), json + "\n")?;
+    }
     if let Some(docs) = docs {
         std::fs::create_dir_all(docs)?;
         let (cpu, cores) = machine();
@@ -469,6 +616,10 @@ pub fn write_all(report: &Report, out_dir: &Path, docs: Option<&Path>) -> Result
     {
         text.push_str(&line);
         text.push('\n');
+    }
+    if !report.stages.is_empty() {
+        text.push('\n');
+        text.push_str(&stage_tables(report));
     }
     Ok(text)
 }
@@ -557,6 +708,48 @@ mod tests {
         assert!(md.find(&history) > md.find("decode-only ceiling"), "{md}");
         let png = image::open(docs.join("benchmarks.png")).unwrap();
         assert!(png.width() > 100);
+    }
+
+    #[test]
+    fn stage_lines_become_per_stage_tables() {
+        // Two rounds per side: the lower figure of each stage counts.
+        let raw = "#stage_images=4\n\
+            @stages\ttrain\ttorchlight\tread=0.2 decode=2.0 crop_resize=1.0 flip=0.1 to_tensor_normalize=0.2 batch=0.5\n\
+            @stages\ttrain\tpytorch\tread=0.3 decode=3.0 crop_resize=2.0 flip=0.1 to_tensor=0.4 normalize=0.6 batch=0.6\n\
+            @stages\ttrain\ttorchlight\tread=0.1 decode=2.5 crop_resize=0.5 flip=0.1 to_tensor_normalize=0.2 batch=0.6\n\
+            @stages\teval\ttorchlight\tread=0.1 decode=2.0 crop_resize=1.0 to_tensor_normalize=0.2 batch=0.5\n\
+            decode\ty\t1\t1\n";
+        let r = parse_raw(raw).unwrap();
+        assert_eq!(r.entries.len(), 1);
+        assert_eq!(r.stages.len(), 3);
+        assert_eq!(r.stages[0].ms_per_image["crop_resize"], 0.5);
+        assert_eq!(r.stages[0].ms_per_image["decode"], 2.0);
+        let t = stage_tables(&r);
+        assert!(
+            t.contains("| RandomResizedCrop(224): draw, crop and resize | 0.500 | 2.000 | 0.25 |"),
+            "{t}"
+        );
+        // PyTorch's ToTensor + Normalize is the sum of its two stages, counted once in the total.
+        assert!(
+            t.contains("| ToTensor + Normalize (Torchlight: fused, one pass) | 0.200 | 1.000 | 0.20 |"),
+            "{t}"
+        );
+        assert!(t.contains("| ToTensor | - | 0.400 | - |"), "{t}");
+        assert!(t.contains("| **total** | **3.400** | **7.000** | **0.49** |"), "{t}");
+        // Eval has no flip row and no PyTorch column here.
+        let eval = &t[t.find("`eval`").unwrap()..];
+        assert!(
+            !eval.contains("flip") && eval.contains("| **total** | **3.800** | **-** | **-** |"),
+            "{eval}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let text = write_all(&r, dir.path(), Some(&dir.path().join("docs"))).unwrap();
+        assert!(text.contains("`train`: RandomResizedCrop(224)"), "{text}");
+        let md = std::fs::read_to_string(dir.path().join("docs/benchmarks.md")).unwrap();
+        assert!(md.contains("## Input pipeline stage by stage") && md.contains("over 4 images"), "{md}");
+        assert!(dir.path().join("stages.json").exists());
+        assert!(parse_raw("@stages\ttrain\ttorchlight\tread=x\n").is_err());
+        assert!(parse_raw("@stages\ttrain\n").is_err());
     }
 
     #[test]

@@ -58,3 +58,10 @@ pub use random_resized_crop::{CropBox, RandomResizedCrop};
 pub use resize::{Resize, ResizeSize};
 pub use to_tensor::ToTensor;
 pub use transform::{Sample, TensorImage, Transform};
+
+/// The resampling kernels, exposed so tests can run each against the scalar reference; not a
+/// stable API (the transforms pick the kernel themselves).
+#[doc(hidden)]
+pub mod __resample {
+    pub use crate::resample::{resize_bilinear_with, Kernel, Rect};
+}

@@ -8,24 +8,102 @@
 //! can be a rectangle of the image (crop and resize in one go, without copying the crop) and
 //! the output can be a window of the full result (resize and centre-crop in one go, without
 //! computing the pixels the crop throws away).
+//!
+//! Both passes run with SIMD where the CPU has it (x86_64: AVX2, else SSE4.1, detected at run
+//! time; see `x86.rs`) with the same integer arithmetic, so every [`Kernel`] gives the same
+//! bytes; the scalar code is the reference and runs everywhere else.
 
 use crate::image::Image;
 use std::ops::Range;
 
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
 /// Pillow's `PRECISION_BITS`: weights are fixed point with this many fraction bits.
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
+/// The rounding term every sum starts from (one half in fixed point).
+const HALF: i32 = 1 << (PRECISION_BITS - 1);
+
+/// An implementation of the two resampling passes: the scalar reference or one of the SIMD
+/// kernels. Only the kernels this CPU runs can be had ([`Kernel::available`]), so a `Kernel`
+/// in hand is always safe to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kernel(Isa);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Sse41,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+}
+
+impl Kernel {
+    /// The scalar reference, which runs on every CPU.
+    pub fn scalar() -> Kernel {
+        Kernel(Isa::Scalar)
+    }
+
+    /// Every kernel this CPU runs, the scalar reference first and the fastest last.
+    pub fn available() -> Vec<Kernel> {
+        #[allow(unused_mut)]
+        let mut kernels = vec![Kernel(Isa::Scalar)];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("sse4.1") {
+                kernels.push(Kernel(Isa::Sse41));
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                kernels.push(Kernel(Isa::Avx2));
+            }
+        }
+        kernels
+    }
+
+    /// The kernel the transforms use, chosen once: the one named by the environment variable
+    /// `TORCHLIGHT_RESAMPLE_KERNEL` (`scalar`, `sse4.1`, `avx2`) if this CPU runs it, else
+    /// the fastest this CPU runs. Every kernel gives the same bytes; the variable is there to
+    /// time or rule out the SIMD code.
+    pub fn best() -> Kernel {
+        static BEST: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *BEST.get_or_init(|| {
+            let available = Kernel::available();
+            let wanted = std::env::var("TORCHLIGHT_RESAMPLE_KERNEL").unwrap_or_default();
+            let named = available.iter().find(|k| k.name() == wanted.trim());
+            *named.or(available.last()).expect("the scalar kernel is always there")
+        })
+    }
+
+    /// `"scalar"`, `"sse4.1"` or `"avx2"`.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            Isa::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Sse41 => "sse4.1",
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => "avx2",
+        }
+    }
+}
+
 /// A rectangle in pixels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rect {
+pub struct Rect {
+    /// The left column.
     pub left: usize,
+    /// The top row.
     pub top: usize,
+    /// The width in pixels.
     pub width: usize,
+    /// The height in pixels.
     pub height: usize,
 }
 
 impl Rect {
-    pub(crate) fn new(left: usize, top: usize, width: usize, height: usize) -> Self {
+    /// The `width x height` rectangle whose top-left pixel is `(left, top)`.
+    pub fn new(left: usize, top: usize, width: usize, height: usize) -> Self {
         Rect { left, top, width, height }
     }
 }
@@ -36,6 +114,15 @@ struct Coeffs {
     bounds: Vec<(usize, usize)>,
     weights: Vec<i32>,
     ksize: usize,
+}
+
+impl Coeffs {
+    /// Output position `at`'s first input index and its weights (one per tap).
+    #[inline]
+    fn taps(&self, at: usize) -> (usize, &[i32]) {
+        let (min, n) = self.bounds[at];
+        (min, &self.weights[at * self.ksize..at * self.ksize + n])
+    }
 }
 
 fn bilinear_filter(x: f64) -> f64 {
@@ -115,42 +202,80 @@ impl View<'_> {
     }
 }
 
+/// The scalar horizontal arithmetic for one output pixel: `k.len()` taps of `c` channels from
+/// byte `base` of `pixels`.
+#[inline]
+fn horizontal_pixel_scalar(pixels: &[u8], base: usize, c: usize, k: &[i32], out: &mut [u8]) {
+    if c == 3 {
+        let (mut s0, mut s1, mut s2) = (HALF, HALF, HALF);
+        for (i, &w) in k.iter().enumerate() {
+            let p = base + i * 3;
+            s0 += pixels[p] as i32 * w;
+            s1 += pixels[p + 1] as i32 * w;
+            s2 += pixels[p + 2] as i32 * w;
+        }
+        out[0] = clip8(s0);
+        out[1] = clip8(s1);
+        out[2] = clip8(s2);
+    } else {
+        let mut s = HALF;
+        for (i, &w) in k.iter().enumerate() {
+            s += pixels[base + i] as i32 * w;
+        }
+        out[0] = clip8(s);
+    }
+}
+
+/// One output row of the horizontal pass with the scalar arithmetic.
+fn horizontal_row_scalar(src: &View, y: usize, h: &Coeffs, cols: Range<usize>, out: &mut [u8]) {
+    let c = src.channels;
+    for (tx, xx) in cols.enumerate() {
+        let (xmin, k) = h.taps(xx);
+        horizontal_pixel_scalar(src.pixels, src.at(xmin, y), c, k, &mut out[tx * c..(tx + 1) * c]);
+    }
+}
+
 /// One horizontal pass (Pillow's `ImagingResampleHorizontal_8bpc`): rows `rows` of `src`,
 /// output columns `cols`; `None` coefficients copy column `x` to output column `x`.
-fn horizontal(src: &View, rows: Range<usize>, coeffs: Option<&Coeffs>, cols: Range<usize>) -> Vec<u8> {
+fn horizontal(
+    kernel: Kernel,
+    src: &View,
+    rows: Range<usize>,
+    coeffs: Option<&Coeffs>,
+    cols: Range<usize>,
+) -> Vec<u8> {
     let c = src.channels;
     let row_len = cols.len() * c;
     let mut out = vec![0u8; rows.len() * row_len];
-    let half = 1i32 << (PRECISION_BITS - 1);
-    for (ty, y) in rows.enumerate() {
-        let out_row = &mut out[ty * row_len..(ty + 1) * row_len];
+    let mut skip = false;
+    for (ty, y) in rows.clone().enumerate() {
+        if std::mem::take(&mut skip) {
+            continue; // done with the row before it
+        }
+        let rest = &mut out[ty * row_len..];
         let Some(h) = coeffs else {
             let start = src.at(cols.start, y);
-            out_row.copy_from_slice(&src.pixels[start..start + row_len]);
+            rest[..row_len].copy_from_slice(&src.pixels[start..start + row_len]);
             continue;
         };
-        for (tx, xx) in cols.clone().enumerate() {
-            let (xmin, n) = h.bounds[xx];
-            let k = &h.weights[xx * h.ksize..xx * h.ksize + n];
-            let base = src.at(xmin, y);
-            if c == 3 {
-                let (mut s0, mut s1, mut s2) = (half, half, half);
-                for (i, &w) in k.iter().enumerate() {
-                    let p = base + i * 3;
-                    s0 += src.pixels[p] as i32 * w;
-                    s1 += src.pixels[p + 1] as i32 * w;
-                    s2 += src.pixels[p + 2] as i32 * w;
-                }
-                out_row[tx * 3] = clip8(s0);
-                out_row[tx * 3 + 1] = clip8(s1);
-                out_row[tx * 3 + 2] = clip8(s2);
-            } else {
-                let mut s = half;
-                for (i, &w) in k.iter().enumerate() {
-                    s += src.pixels[base + i] as i32 * w;
-                }
-                out_row[tx] = clip8(s);
-            }
+        #[cfg(target_arch = "x86_64")]
+        if kernel.0 == Isa::Avx2 && c == 3 && y + 1 < rows.end {
+            let (row0, row1) = rest.split_at_mut(row_len);
+            // SAFETY: a `Kernel` other than the scalar one exists only where the CPU runs it.
+            unsafe {
+                x86::horizontal_rows2_rgb_avx2(src, [y, y + 1], h, cols.clone(), [row0, &mut row1[..row_len]])
+            };
+            skip = true;
+            continue;
+        }
+        let out_row = &mut rest[..row_len];
+        match kernel.0 {
+            Isa::Scalar => horizontal_row_scalar(src, y, h, cols.clone(), out_row),
+            // SAFETY: a `Kernel` other than the scalar one exists only where the CPU runs it.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Sse41 => unsafe { x86::horizontal_row_sse41(src, y, h, cols.clone(), out_row) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::horizontal_row_avx2(src, y, h, cols.clone(), out_row) },
         }
     }
     out
@@ -158,10 +283,16 @@ fn horizontal(src: &View, rows: Range<usize>, coeffs: Option<&Coeffs>, cols: Ran
 
 /// One vertical pass (Pillow's `ImagingResampleVertical_8bpc`): columns `cols` of `src`,
 /// output rows `rows`; `None` coefficients copy row `y` to output row `y`.
-fn vertical(src: &View, cols: Range<usize>, coeffs: Option<&Coeffs>, rows: Range<usize>) -> Vec<u8> {
+fn vertical(
+    kernel: Kernel,
+    src: &View,
+    cols: Range<usize>,
+    coeffs: Option<&Coeffs>,
+    rows: Range<usize>,
+) -> Vec<u8> {
     let row_len = cols.len() * src.channels;
     let mut out = vec![0u8; rows.len() * row_len];
-    let mut acc = vec![0i32; row_len];
+    let mut acc = vec![0i32; if kernel.0 == Isa::Scalar { row_len } else { 0 }];
     for (oy, yy) in rows.enumerate() {
         let out_row = &mut out[oy * row_len..(oy + 1) * row_len];
         let Some(v) = coeffs else {
@@ -169,9 +300,28 @@ fn vertical(src: &View, cols: Range<usize>, coeffs: Option<&Coeffs>, rows: Range
             out_row.copy_from_slice(&src.pixels[start..start + row_len]);
             continue;
         };
-        let (ymin, n) = v.bounds[yy];
-        let k = &v.weights[yy * v.ksize..yy * v.ksize + n];
-        acc.fill(1 << (PRECISION_BITS - 1));
+        let (ymin, k) = v.taps(yy);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let taps = x86::VerticalTaps {
+                first: src.at(cols.start, ymin),
+                step: src.stride * src.channels,
+                weights: k,
+            };
+            match kernel.0 {
+                // SAFETY: a `Kernel` other than the scalar one exists only where the CPU runs it.
+                Isa::Sse41 => {
+                    unsafe { x86::vertical_row_sse41(src.pixels, &taps, out_row) };
+                    continue;
+                }
+                Isa::Avx2 => {
+                    unsafe { x86::vertical_row_avx2(src.pixels, &taps, out_row) };
+                    continue;
+                }
+                Isa::Scalar => {}
+            }
+        }
+        acc.fill(HALF);
         for (i, &w) in k.iter().enumerate() {
             let r = src.at(cols.start, ymin + i);
             for (a, &p) in acc.iter_mut().zip(&src.pixels[r..r + row_len]) {
@@ -211,6 +361,22 @@ pub(crate) fn resize_bilinear(
     out_height: usize,
     window: Rect,
 ) -> Image {
+    resize_bilinear_with(Kernel::best(), src, crop, out_width, out_height, window)
+}
+
+/// Resizes the `crop` rectangle of `src` to `out_width x out_height` and returns the `window`
+/// rectangle of that result, with the passes run by `kernel` (every kernel gives the same bytes).
+///
+/// # Panics
+/// If `crop` leaves `src`, `window` leaves the output, or a size is 0.
+pub fn resize_bilinear_with(
+    kernel: Kernel,
+    src: &Image,
+    crop: Rect,
+    out_width: usize,
+    out_height: usize,
+    window: Rect,
+) -> Image {
     assert!(crop.width > 0 && crop.height > 0 && out_width > 0 && out_height > 0, "sizes must be positive");
     assert!(
         crop.left + crop.width <= src.width() && crop.top + crop.height <= src.height(),
@@ -238,7 +404,7 @@ pub(crate) fn resize_bilinear(
     };
     let pixels = if vertical_first(crop.width, crop.height, out_width, out_height) {
         let cols = taps(hc, &out_cols);
-        let temp = vertical(&source, cols.clone(), vc, out_rows.clone());
+        let temp = vertical(kernel, &source, cols.clone(), vc, out_rows.clone());
         let view = View {
             pixels: &temp,
             stride: cols.len(),
@@ -246,10 +412,10 @@ pub(crate) fn resize_bilinear(
             dx: -(cols.start as isize),
             dy: -(window.top as isize),
         };
-        horizontal(&view, out_rows, hc, out_cols)
+        horizontal(kernel, &view, out_rows, hc, out_cols)
     } else {
         let rows = taps(vc, &out_rows);
-        let temp = horizontal(&source, rows.clone(), hc, out_cols.clone());
+        let temp = horizontal(kernel, &source, rows.clone(), hc, out_cols.clone());
         let view = View {
             pixels: &temp,
             stride: window.width,
@@ -257,7 +423,7 @@ pub(crate) fn resize_bilinear(
             dx: -(window.left as isize),
             dy: -(rows.start as isize),
         };
-        vertical(&view, out_cols, vc, out_rows)
+        vertical(kernel, &view, out_cols, vc, out_rows)
     };
     Image::new(window.width, window.height, c, pixels)
 }

@@ -1,5 +1,7 @@
 //! torchlight-vision's integration tests: parity with torchvision fixtures
 //! (`tests/fixtures/make_fixtures.py`), sampling statistics, ImageFolder on real folders.
+//! The SIMD resampling kernels against the scalar one and the resampling fixtures held to 0
+//! (`simd.rs`).
 //! No libtorch: the fixtures' safetensors files are read with the `safetensors` crate.
 
 mod color;
@@ -7,6 +9,7 @@ mod decode;
 mod folder;
 mod parity;
 mod random;
+mod simd;
 
 use std::path::PathBuf;
 

@@ -14,7 +14,7 @@ fn num(args: &[&str], i: usize) -> usize {
 }
 
 /// Runs `op` from `cases.txt` on `input`.
-fn run(op: &str, args: &[&str], input: Image) -> Image {
+pub(crate) fn run(op: &str, args: &[&str], input: Image) -> Image {
     let mut rng = rng_from_seed(0);
     let t: Box<dyn Transform> = match op {
         "decode" => return input,
