@@ -5,6 +5,7 @@
 mod color;
 mod decode;
 mod folder;
+mod jpeg;
 mod parity;
 mod random;
 

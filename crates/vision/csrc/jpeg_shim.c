@@ -1,0 +1,179 @@
+/* torchlight-vision's shim over libjpeg(-turbo)'s decompression API: errors come back as
+ * return codes and messages (setjmp/longjmp; libjpeg's default error_exit would call exit()),
+ * warnings are counted and the first few kept, and images decode to RGB8 with libjpeg's
+ * defaults, which are Pillow's (islow DCT, fancy upsampling), whole or one rectangle of them. */
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#define TL_MESSAGE_LEN 200
+#define TL_WARNINGS_LEN 400
+
+/* What the header says, and what went wrong. Mirrored by `ShimInfo` in src/jpeg.rs. */
+typedef struct {
+    unsigned int width;
+    unsigned int height;
+    int components;
+    /* libjpeg's J_COLOR_SPACE guess for the file (1 grayscale, 2 RGB, 3 YCbCr, 4 CMYK, 5 YCCK). */
+    int color_space;
+    int progressive;
+    /* The iMCU size in pixels (8 x the largest sampling factors). */
+    int imcu_width;
+    int imcu_height;
+    int warnings;
+    char error[TL_MESSAGE_LEN];
+    char warning_text[TL_WARNINGS_LEN];
+} tl_jpeg_info;
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    tl_jpeg_info *info;
+} tl_error_mgr;
+
+static void tl_error_exit(j_common_ptr cinfo) {
+    tl_error_mgr *err = (tl_error_mgr *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, err->info->error);
+    longjmp(err->jump, 1);
+}
+
+static void tl_emit_message(j_common_ptr cinfo, int level) {
+    tl_error_mgr *err = (tl_error_mgr *)cinfo->err;
+    if (level >= 0) return; /* trace messages */
+    err->info->warnings++;
+    size_t used = strlen(err->info->warning_text);
+    if (err->info->warnings <= 3 && used + 2 < TL_WARNINGS_LEN) {
+        char message[JMSG_LENGTH_MAX];
+        (*cinfo->err->format_message)(cinfo, message);
+        snprintf(err->info->warning_text + used, TL_WARNINGS_LEN - used, "%s%s", used ? "; " : "", message);
+    }
+}
+
+static void tl_output_message(j_common_ptr cinfo) { (void)cinfo; }
+
+/* The libjpeg-turbo version this shim was compiled against, e.g. "2.1.5" (or "" for IJG's). */
+const char *tl_jpeg_version(void) {
+#ifdef LIBJPEG_TURBO_VERSION
+#define TL_STR2(x) #x
+#define TL_STR(x) TL_STR2(x)
+    return TL_STR(LIBJPEG_TURBO_VERSION);
+#else
+    return "";
+#endif
+}
+
+static void fill_info(j_decompress_ptr cinfo, tl_jpeg_info *info) {
+    info->width = cinfo->image_width;
+    info->height = cinfo->image_height;
+    info->components = cinfo->num_components;
+    info->color_space = (int)cinfo->jpeg_color_space;
+    info->progressive = cinfo->progressive_mode ? 1 : 0;
+    info->imcu_width = cinfo->max_h_samp_factor * DCTSIZE;
+    info->imcu_height = cinfo->max_v_samp_factor * DCTSIZE;
+}
+
+/* Reads the header of `data` into `info`. 0 on success, -1 with `info->error` set. */
+int tl_jpeg_header(const unsigned char *data, size_t len, tl_jpeg_info *info) {
+    struct jpeg_decompress_struct cinfo;
+    tl_error_mgr err;
+    memset(info, 0, sizeof *info);
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = tl_error_exit;
+    err.pub.emit_message = tl_emit_message;
+    err.pub.output_message = tl_output_message;
+    err.info = info;
+    if (setjmp(err.jump)) {
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long)len);
+    jpeg_read_header(&cinfo, TRUE);
+    fill_info(&cinfo, info);
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
+}
+
+/* Decodes the rectangle (`x`, `y`, `w`, `h`) of `data` to RGB8 rows in `out` (w * h * 3 bytes,
+ * `out_len`). Grayscale files are replicated to three channels, RGB files kept, YCbCr files
+ * converted; other colour spaces return -2. The rows and columns decoded are the rectangle
+ * widened by two iMCUs on each side (clipped to the image), so fancy upsampling sees the same
+ * neighbours as in a full decode; the rectangle is then cut out. 0 on success, -1 with
+ * `info->error` set. */
+int tl_jpeg_decode(const unsigned char *data, size_t len, unsigned int x, unsigned int y, unsigned int w,
+                   unsigned int h, unsigned char *out, size_t out_len, tl_jpeg_info *info) {
+    struct jpeg_decompress_struct cinfo;
+    tl_error_mgr err;
+    memset(info, 0, sizeof *info);
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = tl_error_exit;
+    err.pub.emit_message = tl_emit_message;
+    err.pub.output_message = tl_output_message;
+    err.info = info;
+    if (setjmp(err.jump)) {
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long)len);
+    jpeg_read_header(&cinfo, TRUE);
+    fill_info(&cinfo, info);
+    if (!(cinfo.jpeg_color_space == JCS_GRAYSCALE || cinfo.jpeg_color_space == JCS_RGB ||
+          cinfo.jpeg_color_space == JCS_YCbCr)) {
+        jpeg_destroy_decompress(&cinfo);
+        return -2;
+    }
+    if (w == 0 || h == 0 || x > cinfo.image_width - w || w > cinfo.image_width || y > cinfo.image_height - h ||
+        h > cinfo.image_height || (size_t)w * h * 3 != out_len) {
+        snprintf(info->error, TL_MESSAGE_LEN, "rectangle %ux%u at (%u, %u) is not inside the %ux%u image", w, h,
+                 x, y, cinfo.image_width, cinfo.image_height);
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    cinfo.out_color_space = JCS_RGB;
+    cinfo.dct_method = JDCT_ISLOW;
+    cinfo.do_fancy_upsampling = TRUE;
+    jpeg_start_decompress(&cinfo);
+
+    unsigned int col0 = 0;
+    int full_width = x == 0 && w == cinfo.image_width;
+    if (!full_width) {
+        unsigned int margin = 2 * (unsigned int)info->imcu_width;
+        unsigned int left = x > margin ? x - margin : 0;
+        unsigned int right = x + w + margin < cinfo.image_width ? x + w + margin : cinfo.image_width;
+        JDIMENSION xoffset = left, width = right - left;
+        if (left != 0 || right != cinfo.image_width) {
+            jpeg_crop_scanline(&cinfo, &xoffset, &width);
+        }
+        col0 = x - xoffset;
+    }
+    /* From libjpeg's pool, so a longjmp out of the decoder frees it with the rest. */
+    JSAMPARRAY rows = (*cinfo.mem->alloc_sarray)((j_common_ptr)&cinfo, JPOOL_IMAGE,
+                                                 cinfo.output_width * (JDIMENSION)cinfo.output_components, 1);
+    unsigned int margin = 2 * (unsigned int)info->imcu_height;
+    unsigned int first = y > margin ? y - margin : 0;
+    if (first > 0) {
+        jpeg_skip_scanlines(&cinfo, first);
+    }
+    while (cinfo.output_scanline < y + h) {
+        unsigned int line = cinfo.output_scanline;
+        if (jpeg_read_scanlines(&cinfo, rows, 1) != 1) {
+            snprintf(info->error, TL_MESSAGE_LEN, "the decoder stopped at row %u of %u", line, y + h);
+            jpeg_destroy_decompress(&cinfo);
+            return -1;
+        }
+        if (line >= y) {
+            memcpy(out + (size_t)(line - y) * w * 3, rows[0] + (size_t)col0 * 3, (size_t)w * 3);
+        }
+    }
+    if (cinfo.output_scanline == cinfo.output_height) {
+        jpeg_finish_decompress(&cinfo);
+    } else {
+        jpeg_abort_decompress(&cinfo);
+    }
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
+}
