@@ -24,6 +24,7 @@
 mod center_crop;
 mod color_jitter;
 mod compose;
+mod crop_decode;
 mod decode;
 mod error;
 mod flip;
@@ -44,6 +45,7 @@ mod transform;
 pub use center_crop::CenterCrop;
 pub use color_jitter::{adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, ColorJitter};
 pub use compose::Compose;
+pub use crop_decode::decode_bytes_crop;
 pub use decode::{
     decode_bytes, decode_bytes_with, decode_file, decode_file_with, image_dimensions, jpeg_decoder,
     DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,

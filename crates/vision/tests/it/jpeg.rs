@@ -96,3 +96,122 @@ fn libjpeg_errors_and_the_pixel_limit_name_the_file() {
     let err = decode_bytes(&whole[..whole.len() / 2], "cats/cut.jpg").unwrap_err();
     assert!(err.to_string().contains("cats/cut.jpg") && err.to_string().contains("truncated"), "{err}");
 }
+
+/// A small deterministic generator for the test's rectangles (SplitMix64).
+struct Draws(u64);
+
+impl Draws {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+}
+
+/// Decoding a box equals cutting the box out of the full decode, byte for byte, for random
+/// boxes (and the corners, edges and single pixels) of every fixture: each subsampling, so
+/// fancy upsampling at the box's edges sees the same neighbours as in a full decode;
+/// progressive files, restart markers and odd sizes too.
+#[test]
+fn decoding_a_box_equals_cropping_the_full_decode() {
+    use torchlight_vision::{decode_bytes, decode_bytes_crop, CropBox, DecodeOptions};
+    let options = DecodeOptions::default();
+    let mut draws = Draws(18);
+    let mut boxes = 0;
+    for (name, width, height, _) in expected() {
+        let bytes = jpeg_bytes(&name);
+        let full = decode_bytes(&bytes, &name).unwrap();
+        let mut cases = vec![
+            CropBox { top: 0, left: 0, height, width },
+            CropBox { top: height - 1, left: width - 1, height: 1, width: 1 },
+            CropBox { top: 0, left: width / 2, height, width: width - width / 2 },
+            CropBox { top: height / 2, left: 0, height: height - height / 2, width },
+        ];
+        for _ in 0..60 {
+            let (h, w) = (1 + draws.below(height), 1 + draws.below(width));
+            let (top, left) = (draws.below(height - h + 1), draws.below(width - w + 1));
+            cases.push(CropBox { top, left, height: h, width: w });
+        }
+        for b in cases {
+            let got =
+                decode_bytes_crop(&bytes, &name, &options, b).unwrap_or_else(|e| panic!("{name} {b:?}: {e}"));
+            let want = full.crop(b.left, b.top, b.width, b.height);
+            assert!(got == want, "{name}: box {b:?} differs from the full decode's crop");
+            boxes += 1;
+        }
+    }
+    assert_eq!(boxes, 31 * 64);
+    // A box leaving the image is an error naming it, not a panic.
+    let bytes = jpeg_bytes("s420_q95");
+    let err = decode_bytes_crop(&bytes, "a.jpg", &options, CropBox { top: 90, left: 0, height: 8, width: 4 });
+    assert!(err.unwrap_err().to_string().contains("leaves the 131x97 image"));
+}
+
+/// An ImageFolder whose transform starts with a RandomResizedCrop decodes only the box, with
+/// the same outputs and the same random draws as decoding the whole file and applying the
+/// transform: over every fixture JPEG (and an EXIF-rotated JPEG and a PNG, which decode whole),
+/// several seeds, RandomResizedCrop alone and at the head of a Compose.
+#[test]
+fn crop_box_loading_gives_the_same_samples_and_draws_as_decoding_the_whole_file() {
+    use torchlight_base::seed::rng_from_seed;
+    use torchlight_data::Dataset;
+    use torchlight_vision::{
+        Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, Sample, ToTensor,
+        Transform, IMAGENET_MEAN, IMAGENET_STD,
+    };
+    let dir = crate::TempDir::new("cropbox");
+    std::fs::create_dir_all(dir.0.join("a")).unwrap();
+    for (name, ..) in expected() {
+        std::fs::copy(fixture(&format!("jpeg/{name}.jpg")), dir.0.join(format!("a/{name}.jpg"))).unwrap();
+    }
+    std::fs::copy(fixture("inputs/chelsea_exif6.jpg"), dir.0.join("a/zz_exif6.jpg")).unwrap();
+    std::fs::copy(fixture("inputs/astronaut.png"), dir.0.join("a/zz_astronaut.png")).unwrap();
+    let transforms: Vec<Box<dyn Fn() -> Box<dyn Transform>>> = vec![
+        Box::new(|| Box::new(RandomResizedCrop::rect(12, 20))),
+        Box::new(|| {
+            Box::new(
+                Compose::default()
+                    .then(RandomResizedCrop::new(16).with_scale(0.3, 1.0))
+                    .then(RandomHorizontalFlip::default())
+                    .then(ToTensor)
+                    .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD)),
+            )
+        }),
+    ];
+    for make in &transforms {
+        let folder = ImageFolder::new(&dir.0).unwrap().with_transform(ComposeOf(make()));
+        let reference = make();
+        assert_eq!(folder.len(), 33);
+        for index in 0..folder.len() {
+            for seed in 0..4u64 {
+                let (mut rng_a, mut rng_b) = (rng_from_seed(seed), rng_from_seed(seed));
+                let (got, _) = folder.get(index, &mut rng_a).unwrap();
+                let image = decode_file(&folder.samples()[index].0).unwrap();
+                let want = reference.apply(Sample::Image(image), &mut rng_b).unwrap().into_array();
+                assert!(got == want, "sample {index} ({:?}), seed {seed}", folder.samples()[index].0);
+                use rand::RngCore as _;
+                assert_eq!(rng_a.next_u64(), rng_b.next_u64(), "sample {index}: the draws differ");
+            }
+        }
+    }
+}
+
+/// A boxed transform as a `Transform` (what `with_transform` takes).
+#[derive(Debug)]
+struct ComposeOf(Box<dyn torchlight_vision::Transform>);
+
+impl torchlight_vision::Transform for ComposeOf {
+    fn apply(
+        &self,
+        input: torchlight_vision::Sample,
+        rng: &mut torchlight_base::seed::Rng,
+    ) -> torchlight_vision::Result<torchlight_vision::Sample> {
+        self.0.apply(input, rng)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self.0.as_any()
+    }
+}
