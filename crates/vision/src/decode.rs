@@ -280,24 +280,10 @@ impl<'a> JpegFile<'a> {
 #[cfg(feature = "libjpeg-turbo")]
 fn exif_orientation(bytes: &[u8]) -> image::metadata::Orientation {
     use image::metadata::Orientation;
-    let mut at = 2;
-    while let [0xFF, marker, ..] = bytes[at.min(bytes.len())..] {
-        match marker {
-            0xFF => at += 1,
-            0x01 | 0xD0..=0xD7 => at += 2,
-            0xDA | 0xD9 | 0xD8 | 0x00 => break,
-            _ => {
-                let Some(&[hi, lo]) = bytes.get(at + 2..at + 4) else { break };
-                let len = usize::from(u16::from_be_bytes([hi, lo]));
-                let Some(payload) = bytes.get(at + 4..at + 2 + len.max(2)) else { break };
-                if marker == 0xE1 && payload.starts_with(b"Exif\0\0") {
-                    return Orientation::from_exif_chunk(&payload[6..]).unwrap_or(Orientation::NoTransforms);
-                }
-                at += 2 + len.max(2);
-            }
-        }
-    }
-    Orientation::NoTransforms
+    JpegSegments::new(bytes)
+        .find(|(marker, payload)| *marker == 0xE1 && payload.starts_with(b"Exif\0\0"))
+        .and_then(|(_, payload)| Orientation::from_exif_chunk(&payload[6..]))
+        .unwrap_or(Orientation::NoTransforms)
 }
 
 /// Prints `message` to stderr the first time only, as Python's default warning filter shows a
@@ -359,31 +345,60 @@ fn jpeg_is_truncated(bytes: &[u8]) -> bool {
     !bytes[last_sos..].windows(2).any(|w| w == [0xFF, 0xD9])
 }
 
-/// Whether walking the header segments from the start-of-image marker (each `FF xx` followed
-/// by its 2-byte big-endian length) reaches a start-of-scan marker. `false` for anything the
-/// walk does not understand, which sends the caller to the byte-by-byte scan.
+/// Whether walking the header segments from the start-of-image marker reaches a start-of-scan
+/// marker. `false` for anything the walk does not understand, which sends the caller to the
+/// byte-by-byte scan.
 fn jpeg_has_scan(bytes: &[u8]) -> bool {
-    if !bytes.starts_with(&[0xFF, 0xD8]) {
-        return false;
+    JpegSegments::new(bytes).any(|(marker, _)| marker == 0xDA)
+}
+
+/// A JPEG's header segments, `(marker, payload)`, walked from the start-of-image marker (each
+/// `FF xx` followed by its 2-byte big-endian length) up to and including the first
+/// start-of-scan (yielded with an empty payload). The walk ends early at anything it does not
+/// understand: no start-of-image marker, an end-of-image marker, a length running past the end.
+struct JpegSegments<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> JpegSegments<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        let at = if bytes.starts_with(&[0xFF, 0xD8]) { 2 } else { bytes.len() };
+        JpegSegments { bytes, at }
     }
-    let mut at = 2;
-    while let [0xFF, marker, ..] = bytes[at.min(bytes.len())..] {
-        match marker {
-            0xDA => return true,
-            // Fill bytes before a marker.
-            0xFF => at += 1,
-            // Markers without a length: TEM, RSTn, and SOI/EOI, which cannot precede a scan.
-            0x01 | 0xD0..=0xD7 => at += 2,
-            0x00 | 0xD8 | 0xD9 => return false,
-            _ => match bytes.get(at + 2..at + 4) {
-                Some(&[hi, lo]) if u16::from_be_bytes([hi, lo]) >= 2 => {
-                    at += 2 + usize::from(u16::from_be_bytes([hi, lo]))
+}
+
+impl<'a> Iterator for JpegSegments<'a> {
+    type Item = (u8, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let [0xFF, marker, ..] = self.bytes[self.at.min(self.bytes.len())..] else { return None };
+            match marker {
+                // Fill bytes before a marker.
+                0xFF => self.at += 1,
+                // Markers without a length: TEM, RSTn.
+                0x01 | 0xD0..=0xD7 => self.at += 2,
+                // SOI/EOI cannot come before a scan.
+                0x00 | 0xD8 | 0xD9 => return None,
+                0xDA => {
+                    self.at = self.bytes.len();
+                    return Some((0xDA, &[]));
                 }
-                _ => return false,
-            },
+                _ => {
+                    let len = match self.bytes.get(self.at + 2..self.at + 4) {
+                        Some(&[hi, lo]) if u16::from_be_bytes([hi, lo]) >= 2 => {
+                            usize::from(u16::from_be_bytes([hi, lo]))
+                        }
+                        _ => return None,
+                    };
+                    let payload = self.bytes.get(self.at + 4..self.at + 2 + len)?;
+                    self.at += 2 + len;
+                    return Some((marker, payload));
+                }
+            }
         }
     }
-    false
 }
 
 #[cfg(test)]

@@ -47,10 +47,7 @@ impl ShimInfo {
         JpegHeader {
             width: self.width,
             height: self.height,
-            components: self.components as u8,
             color_space: JpegColorSpace::from_libjpeg(self.color_space),
-            progressive: self.progressive != 0,
-            imcu: (self.imcu_width as u32, self.imcu_height as u32),
         }
     }
 }
@@ -103,14 +100,8 @@ pub(crate) struct JpegHeader {
     pub width: u32,
     /// Height in pixels.
     pub height: u32,
-    /// Number of components.
-    pub components: u8,
     /// The colour space libjpeg reads.
     pub color_space: JpegColorSpace,
-    /// Whether the file is progressive.
-    pub progressive: bool,
-    /// The iMCU (the unit of fancy upsampling's neighbourhood) in pixels, `(width, height)`.
-    pub imcu: (u32, u32),
 }
 
 impl JpegHeader {
