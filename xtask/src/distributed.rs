@@ -110,20 +110,22 @@ fn fetch(dir: &Path) -> Result<()> {
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|e| e == "deb"))
             .with_context(|| format!("apt-get download left no .deb in {}", download.display()))?;
-        let status = Command::new("dpkg-deb")
-            .arg("-x")
-            .arg(&deb)
-            .arg(partial)
-            .status()
-            .context("cannot run dpkg-deb")?;
-        if !status.success() {
-            bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
-        }
+        unpack_deb(&deb, partial)?;
         if !partial.join(INCLUDE_IN_PACKAGE).join("gloo/config.h").is_file() {
             bail!("{} holds no {INCLUDE_IN_PACKAGE}/gloo/config.h", deb.display());
         }
         Ok(format!("{}\n", deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()))
     })
+}
+
+/// Unpacks the Debian package `deb` into `into` (`dpkg-deb -x`; no root, nothing installed).
+pub(crate) fn unpack_deb(deb: &Path, into: &Path) -> Result<()> {
+    let status =
+        Command::new("dpkg-deb").arg("-x").arg(deb).arg(into).status().context("cannot run dpkg-deb")?;
+    if !status.success() {
+        bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
+    }
+    Ok(())
 }
 
 /// The CUDA header wheels `ProcessGroupNCCL.hpp` needs beyond those the full libtorch install

@@ -10,9 +10,9 @@
 //! `.libjpeg`, where `.cargo/config.toml` points `TORCHLIGHT_LIBJPEG_DIR`. Vision links the
 //! package's static `libjpeg.a`, so nothing is needed at run time.
 
-use crate::distributed::{install_into, MARKER};
+use crate::distributed::{install_into, unpack_deb, MARKER};
 use crate::libtorch::{cache_root, point_link};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,15 +103,7 @@ fn fetch(dir: &Path) -> Result<()> {
             .collect();
         debs.sort();
         for deb in &debs {
-            let status = Command::new("dpkg-deb")
-                .arg("-x")
-                .arg(deb)
-                .arg(partial)
-                .status()
-                .context("cannot run dpkg-deb")?;
-            if !status.success() {
-                bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
-            }
+            unpack_deb(deb, partial)?;
         }
         if !partial.join("usr/include/jpeglib.h").is_file() {
             bail!("the packages fetched hold no usr/include/jpeglib.h");

@@ -75,52 +75,46 @@ static void fill_info(j_decompress_ptr cinfo, tl_jpeg_info *info) {
     info->imcu_height = cinfo->max_v_samp_factor * DCTSIZE;
 }
 
-/* Reads the header of `data` into `info`. 0 on success, -1 with `info->error` set. */
-int tl_jpeg_header(const unsigned char *data, size_t len, tl_jpeg_info *info) {
-    struct jpeg_decompress_struct cinfo;
-    tl_error_mgr err;
+/* Points `cinfo`'s error handling at `err` (messages into `info`, which is cleared). */
+static void tl_init(j_decompress_ptr cinfo, tl_error_mgr *err, tl_jpeg_info *info) {
     memset(info, 0, sizeof *info);
-    cinfo.err = jpeg_std_error(&err.pub);
-    err.pub.error_exit = tl_error_exit;
-    err.pub.emit_message = tl_emit_message;
-    err.pub.output_message = tl_output_message;
-    err.info = info;
-    if (setjmp(err.jump)) {
-        jpeg_destroy_decompress(&cinfo);
-        return -1;
-    }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, data, (unsigned long)len);
-    jpeg_read_header(&cinfo, TRUE);
-    fill_info(&cinfo, info);
-    jpeg_destroy_decompress(&cinfo);
-    return 0;
+    cinfo->err = jpeg_std_error(&err->pub);
+    err->pub.error_exit = tl_error_exit;
+    err->pub.emit_message = tl_emit_message;
+    err->pub.output_message = tl_output_message;
+    err->info = info;
 }
 
-/* Decodes the rectangle (`x`, `y`, `w`, `h`) of `data` to RGB8 rows in `out` (w * h * 3 bytes,
- * `out_len`). Grayscale files are replicated to three channels, RGB files kept, YCbCr files
- * converted; other colour spaces return -2. The rows and columns decoded are the rectangle
+/* Creates the decompressor over `data` and reads the header into `info`. Called after the
+ * caller's setjmp: libjpeg's errors jump back there. */
+static void tl_open(j_decompress_ptr cinfo, const unsigned char *data, size_t len, tl_jpeg_info *info) {
+    jpeg_create_decompress(cinfo);
+    jpeg_mem_src(cinfo, data, (unsigned long)len);
+    jpeg_read_header(cinfo, TRUE);
+    fill_info(cinfo, info);
+}
+
+/* Reads the header of `data` into `info` and, unless `header_only`, decodes the rectangle
+ * (`x`, `y`, `w`, `h`) to RGB8 rows in `out` (w * h * 3 bytes, `out_len`). Grayscale files are
+ * replicated to three channels, RGB files kept, YCbCr files converted; other colour spaces
+ * return -2. The rows and columns decoded are the rectangle
  * widened by two iMCUs on each side (clipped to the image), so fancy upsampling sees the same
  * neighbours as in a full decode; the rectangle is then cut out. 0 on success, -1 with
  * `info->error` set. */
-int tl_jpeg_decode(const unsigned char *data, size_t len, unsigned int x, unsigned int y, unsigned int w,
-                   unsigned int h, unsigned char *out, size_t out_len, tl_jpeg_info *info) {
+static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigned int y, unsigned int w,
+                  unsigned int h, unsigned char *out, size_t out_len, tl_jpeg_info *info, int header_only) {
     struct jpeg_decompress_struct cinfo;
     tl_error_mgr err;
-    memset(info, 0, sizeof *info);
-    cinfo.err = jpeg_std_error(&err.pub);
-    err.pub.error_exit = tl_error_exit;
-    err.pub.emit_message = tl_emit_message;
-    err.pub.output_message = tl_output_message;
-    err.info = info;
+    tl_init(&cinfo, &err, info);
     if (setjmp(err.jump)) {
         jpeg_destroy_decompress(&cinfo);
         return -1;
     }
-    jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, data, (unsigned long)len);
-    jpeg_read_header(&cinfo, TRUE);
-    fill_info(&cinfo, info);
+    tl_open(&cinfo, data, len, info);
+    if (header_only) {
+        jpeg_destroy_decompress(&cinfo);
+        return 0;
+    }
     if (!(cinfo.jpeg_color_space == JCS_GRAYSCALE || cinfo.jpeg_color_space == JCS_RGB ||
           cinfo.jpeg_color_space == JCS_YCbCr)) {
         jpeg_destroy_decompress(&cinfo);
@@ -176,4 +170,15 @@ int tl_jpeg_decode(const unsigned char *data, size_t len, unsigned int x, unsign
     }
     jpeg_destroy_decompress(&cinfo);
     return 0;
+}
+
+/* Reads the header of `data` into `info`. 0 on success, -1 with `info->error` set. */
+int tl_jpeg_header(const unsigned char *data, size_t len, tl_jpeg_info *info) {
+    return tl_run(data, len, 0, 0, 0, 0, NULL, 0, info, 1);
+}
+
+/* Decodes the rectangle (`x`, `y`, `w`, `h`) of `data` to RGB8 rows in `out`: see tl_run. */
+int tl_jpeg_decode(const unsigned char *data, size_t len, unsigned int x, unsigned int y, unsigned int w,
+                   unsigned int h, unsigned char *out, size_t out_len, tl_jpeg_info *info) {
+    return tl_run(data, len, x, y, w, h, out, out_len, info, 0);
 }
