@@ -95,14 +95,16 @@ static void tl_open(j_decompress_ptr cinfo, const unsigned char *data, size_t le
 }
 
 /* Reads the header of `data` into `info` and, unless `header_only`, decodes the rectangle
- * (`x`, `y`, `w`, `h`) to RGB8 rows in `out` (w * h * 3 bytes, `out_len`). Grayscale files are
+ * (`x`, `y`, `w`, `h`) to RGB8 rows in `out` (`out_len` bytes), each `stride` bytes after the
+ * previous one (w * 3 for packed rows). Grayscale files are
  * replicated to three channels, RGB files kept, YCbCr files converted; other colour spaces
  * return -2. The rows and columns decoded are the rectangle
  * widened by two iMCUs on each side (clipped to the image), so fancy upsampling sees the same
  * neighbours as in a full decode; the rectangle is then cut out. 0 on success, -1 with
  * `info->error` set. */
 static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigned int y, unsigned int w,
-                  unsigned int h, unsigned char *out, size_t out_len, tl_jpeg_info *info, int header_only) {
+                  unsigned int h, unsigned char *out, size_t stride, size_t out_len, tl_jpeg_info *info,
+                  int header_only) {
     struct jpeg_decompress_struct cinfo;
     tl_error_mgr err;
     tl_init(&cinfo, &err, info);
@@ -121,9 +123,15 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
         return -2;
     }
     if (w == 0 || h == 0 || x > cinfo.image_width - w || w > cinfo.image_width || y > cinfo.image_height - h ||
-        h > cinfo.image_height || (size_t)w * h * 3 != out_len) {
+        h > cinfo.image_height) {
         snprintf(info->error, TL_MESSAGE_LEN, "rectangle %ux%u at (%u, %u) is not inside the %ux%u image", w, h,
                  x, y, cinfo.image_width, cinfo.image_height);
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    if (stride < (size_t)w * 3 || (size_t)(h - 1) * stride + (size_t)w * 3 > out_len) {
+        snprintf(info->error, TL_MESSAGE_LEN, "a %ux%u rectangle does not fit %zu bytes with rows %zu apart", w, h,
+                 out_len, stride);
         jpeg_destroy_decompress(&cinfo);
         return -1;
     }
@@ -160,7 +168,7 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
             return -1;
         }
         if (line >= y) {
-            memcpy(out + (size_t)(line - y) * w * 3, rows[0] + (size_t)col0 * 3, (size_t)w * 3);
+            memcpy(out + (size_t)(line - y) * stride, rows[0] + (size_t)col0 * 3, (size_t)w * 3);
         }
     }
     if (cinfo.output_scanline == cinfo.output_height) {
@@ -174,11 +182,11 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
 
 /* Reads the header of `data` into `info`. 0 on success, -1 with `info->error` set. */
 int tl_jpeg_header(const unsigned char *data, size_t len, tl_jpeg_info *info) {
-    return tl_run(data, len, 0, 0, 0, 0, NULL, 0, info, 1);
+    return tl_run(data, len, 0, 0, 0, 0, NULL, 0, 0, info, 1);
 }
 
 /* Decodes the rectangle (`x`, `y`, `w`, `h`) of `data` to RGB8 rows in `out`: see tl_run. */
 int tl_jpeg_decode(const unsigned char *data, size_t len, unsigned int x, unsigned int y, unsigned int w,
-                   unsigned int h, unsigned char *out, size_t out_len, tl_jpeg_info *info) {
-    return tl_run(data, len, x, y, w, h, out, out_len, info, 0);
+                   unsigned int h, unsigned char *out, size_t stride, size_t out_len, tl_jpeg_info *info) {
+    return tl_run(data, len, x, y, w, h, out, stride, out_len, info, 0);
 }

@@ -1,11 +1,10 @@
 //! Decoding only the box a crop keeps: [`decode_bytes_crop`], and the dataset path that reads
 //! a JPEG's size from its header, draws the first transform's crop and decodes just that box.
 
-use crate::compose::Compose;
 use crate::decode::{decode_bytes_with, DecodeOptions};
 use crate::error::{Result, VisionError};
 use crate::image::Image;
-use crate::random_resized_crop::{CropBox, RandomResizedCrop};
+use crate::random_resized_crop::CropBox;
 use crate::transform::{Sample, Transform};
 use std::path::Path;
 use std::sync::Arc;
@@ -64,9 +63,11 @@ fn rect_of(crop: CropBox) -> (u32, u32, u32, u32) {
 
 /// Decodes the file at `path` and runs `transform` on it, as `transform.apply(decode(path))`
 /// does, with the same output and the same draws from `rng`. When the transform (or the first
-/// step of a [`Compose`]) is a [`RandomResizedCrop`] and the file is a JPEG libjpeg-turbo
-/// decodes upright, the size comes from the header, the box is drawn as the transform draws it,
-/// and only the box is decoded and resized.
+/// step of a [`Compose`](crate::Compose)) is a crop whose box follows from the image size and the draws alone,
+/// and the file is a JPEG libjpeg-turbo decodes upright, the size comes from the header and
+/// only the box is decoded: a [`RandomResizedCrop`](crate::RandomResizedCrop) (box drawn as the transform draws it, then
+/// resized), a [`CenterCrop`](crate::CenterCrop), or `Resize` then `CenterCrop` (fused by `Compose`: the
+/// rows and columns the kept window's filter reads).
 pub(crate) fn load_transformed(
     path: &Path,
     options: &DecodeOptions,
@@ -75,35 +76,59 @@ pub(crate) fn load_transformed(
 ) -> Result<Sample> {
     let bytes = std::fs::read(path).map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
     #[cfg(feature = "libjpeg-turbo")]
-    if let Some((crop, rest)) = leading_random_resized_crop(transform) {
-        if let Some(jpeg) = crate::decode::JpegFile::open(&bytes, path, options)? {
-            if jpeg.upright() {
-                let (width, height) = (jpeg.header.width as usize, jpeg.header.height as usize);
-                let b = crop.get_params(height, width, rng);
-                let region = jpeg.decode_stored(rect_of(b))?;
-                let whole_box = CropBox { top: 0, left: 0, height: b.height, width: b.width };
-                let mut sample = Sample::Image(crop.crop_resize(&region, whole_box));
-                for step in rest {
-                    sample = step.apply(sample, rng)?;
-                }
-                return Ok(sample);
-            }
-        }
+    if let Some(sample) = load_by_box(&bytes, path, options, transform, rng)? {
+        return Ok(sample);
     }
     let image = decode_bytes_with(&bytes, path, options)?;
     transform.apply(Sample::Image(image), rng)
 }
 
-/// The transform's leading `RandomResizedCrop` and the steps after it, when it starts with one.
-#[cfg_attr(not(feature = "libjpeg-turbo"), allow(dead_code))]
-fn leading_random_resized_crop(
+/// [`load_transformed`]'s crop-box path: `None` when the transform does not start with a crop
+/// it knows, or the file is not a JPEG libjpeg-turbo decodes upright.
+#[cfg(feature = "libjpeg-turbo")]
+fn load_by_box(
+    bytes: &[u8],
+    path: &Path,
+    options: &DecodeOptions,
     transform: &Arc<dyn Transform>,
-) -> Option<(&RandomResizedCrop, &[Arc<dyn Transform>])> {
-    let any = transform.as_any();
-    if let Some(crop) = any.downcast_ref::<RandomResizedCrop>() {
-        return Some((crop, &[]));
+    rng: &mut Rng,
+) -> Result<Option<Sample>> {
+    use crate::{center_crop::CenterCrop, compose::ResizeCenterCrop, random_resized_crop::RandomResizedCrop};
+    let (first, rest): (&Arc<dyn Transform>, &[Arc<dyn Transform>]) =
+        match transform.as_any().downcast_ref::<crate::Compose>() {
+            Some(compose) => match compose.plan().split_first() {
+                Some((first, rest)) => (first, rest),
+                None => return Ok(None),
+            },
+            None => (transform, &[]),
+        };
+    let step = first.as_any();
+    if !(step.is::<RandomResizedCrop>() || step.is::<ResizeCenterCrop>() || step.is::<CenterCrop>()) {
+        return Ok(None);
     }
-    let steps = any.downcast_ref::<Compose>()?.plan();
-    let crop = steps.first()?.as_any().downcast_ref::<RandomResizedCrop>()?;
-    Some((crop, &steps[1..]))
+    let Some(jpeg) = crate::decode::JpegFile::open(bytes, path, options)? else { return Ok(None) };
+    if !jpeg.upright() {
+        return Ok(None);
+    }
+    let (width, height) = (jpeg.header.width as usize, jpeg.header.height as usize);
+    let mut sample = if let Some(crop) = step.downcast_ref::<RandomResizedCrop>() {
+        let b = crop.get_params(height, width, rng);
+        let region = jpeg.decode_stored(rect_of(b))?;
+        Sample::Image(
+            crop.crop_resize(&region, CropBox { top: 0, left: 0, height: b.height, width: b.width }),
+        )
+    } else if let Some(crop) = step.downcast_ref::<CenterCrop>() {
+        let region = jpeg.decode_stored(rect_of(crop.source_box(height, width)))?;
+        Sample::Image(crop.crop(&region))
+    } else {
+        let image = match step.downcast_ref::<ResizeCenterCrop>().and_then(|s| s.source_box(height, width)) {
+            Some(b) => jpeg.decode_in_frame(rect_of(b))?,
+            None => jpeg.decode_whole()?,
+        };
+        first.apply(Sample::Image(image), rng)?
+    };
+    for step in rest {
+        sample = step.apply(sample, rng)?;
+    }
+    Ok(Some(sample))
 }

@@ -64,6 +64,7 @@ extern "C" {
         w: c_uint,
         h: c_uint,
         out: *mut u8,
+        stride: usize,
         out_len: usize,
         info: *mut ShimInfo,
     ) -> c_int;
@@ -127,29 +128,42 @@ pub(crate) fn read_header(bytes: &[u8]) -> Result<JpegHeader, String> {
     Ok(info.header())
 }
 
-/// Decodes the rectangle `(x, y, width, height)` of a JPEG to RGB8 rows (`width * height * 3`
-/// bytes), bit-identical to the same rectangle of a full decode: `Ok(None)` when the file is
-/// not one this decoder handles (see [`JpegHeader::supported`]). libjpeg's warnings (corrupt
-/// data it decoded past) are dropped when the decode succeeds, as Pillow drops them.
+/// Decodes the rectangle `(x, y, width, height)` of a JPEG to RGB8 rows written `stride` bytes
+/// apart from the start of `out` (`stride = width * 3` for packed rows), bit-identical to the
+/// same rectangle of a full decode: `Ok(false)` when the file is not one this decoder handles
+/// (see [`JpegHeader::supported`]). libjpeg's warnings (corrupt data it decoded past) are
+/// dropped when the decode succeeds, as Pillow drops them.
 ///
 /// # Errors
 /// libjpeg's message for a corrupt file (after the first warnings it raised, if any), or a
-/// rectangle outside the image.
-pub(crate) fn decode_region(
+/// rectangle outside the image or not fitting `out`.
+pub(crate) fn decode_region_into(
     bytes: &[u8],
     (x, y, width, height): (u32, u32, u32, u32),
-) -> Result<Option<Vec<u8>>, String> {
-    let len = width as usize * height as usize * 3;
-    let mut rgb = vec![0u8; len];
+    out: &mut [u8],
+    stride: usize,
+) -> Result<bool, String> {
     let mut info = ShimInfo::new();
-    // SAFETY: `bytes` is valid for its length, `rgb` for `len` bytes (the shim checks
-    // `len == w * h * 3` before writing), `info` is a live `tl_jpeg_info`.
+    // SAFETY: `bytes` is valid for its length, `out` for `out.len()` bytes (the shim checks
+    // that `height` rows of `width * 3` bytes, `stride` apart, fit in it before writing),
+    // `info` is a live `tl_jpeg_info`.
     let rc = unsafe {
-        tl_jpeg_decode(bytes.as_ptr(), bytes.len(), x, y, width, height, rgb.as_mut_ptr(), len, &mut info)
+        tl_jpeg_decode(
+            bytes.as_ptr(),
+            bytes.len(),
+            x,
+            y,
+            width,
+            height,
+            out.as_mut_ptr(),
+            stride,
+            out.len(),
+            &mut info,
+        )
     };
     match rc {
-        0 => Ok(Some(rgb)),
-        -2 => Ok(None),
+        0 => Ok(true),
+        -2 => Ok(false),
         _ if info.warnings > 0 => Err(format!(
             "{} (after {} warning{}: {})",
             ShimInfo::text(&info.error),

@@ -149,17 +149,18 @@ fn decoding_a_box_equals_cropping_the_full_decode() {
     assert!(err.unwrap_err().to_string().contains("leaves the 131x97 image"));
 }
 
-/// An ImageFolder whose transform starts with a RandomResizedCrop decodes only the box, with
-/// the same outputs and the same random draws as decoding the whole file and applying the
-/// transform: over every fixture JPEG (and an EXIF-rotated JPEG and a PNG, which decode whole),
-/// several seeds, RandomResizedCrop alone and at the head of a Compose.
+/// An ImageFolder whose transform starts with a crop (RandomResizedCrop, CenterCrop, Resize then
+/// CenterCrop) decodes only the box, with the same outputs and the same random draws as
+/// decoding the whole file and applying the transform: over every fixture JPEG (and an
+/// EXIF-rotated JPEG and a PNG, which decode whole), several seeds, each crop alone and at the
+/// head of a Compose, downscaling, upscaling and padding.
 #[test]
 fn crop_box_loading_gives_the_same_samples_and_draws_as_decoding_the_whole_file() {
     use torchlight_base::seed::rng_from_seed;
     use torchlight_data::Dataset;
     use torchlight_vision::{
-        Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, Sample, ToTensor,
-        Transform, IMAGENET_MEAN, IMAGENET_STD,
+        CenterCrop, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize, Sample,
+        ToTensor, Transform, IMAGENET_MEAN, IMAGENET_STD,
     };
     let dir = crate::TempDir::new("cropbox");
     std::fs::create_dir_all(dir.0.join("a")).unwrap();
@@ -179,6 +180,21 @@ fn crop_box_loading_gives_the_same_samples_and_draws_as_decoding_the_whole_file(
                     .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD)),
             )
         }),
+        Box::new(|| Box::new(CenterCrop::new(40))),
+        Box::new(|| {
+            Box::new(Compose::default().then(CenterCrop::rect(50, 20)).then(RandomHorizontalFlip::default()))
+        }),
+        Box::new(|| {
+            Box::new(
+                Compose::default()
+                    .then(Resize::new(40))
+                    .then(CenterCrop::new(32))
+                    .then(ToTensor)
+                    .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD)),
+            )
+        }),
+        Box::new(|| Box::new(Compose::default().then(Resize::new(100)).then(CenterCrop::rect(90, 120)))),
+        Box::new(|| Box::new(Compose::default().then(Resize::exact(61, 67)).then(CenterCrop::rect(13, 60)))),
     ];
     for make in &transforms {
         let folder = ImageFolder::new(&dir.0).unwrap().with_transform(ComposeOf(make()));
