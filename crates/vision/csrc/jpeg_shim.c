@@ -11,6 +11,8 @@
 
 #define TL_MESSAGE_LEN 200
 #define TL_WARNINGS_LEN 400
+/* Rows read per jpeg_read_scanlines call. */
+#define TL_BATCH 16
 
 /* What the header says, and what went wrong. Mirrored by `ShimInfo` in src/jpeg.rs. */
 typedef struct {
@@ -99,7 +101,7 @@ static void tl_open(j_decompress_ptr cinfo, const unsigned char *data, size_t le
  * previous one (w * 3 for packed rows). Grayscale files are
  * replicated to three channels, RGB files kept, YCbCr files converted; other colour spaces
  * return -2. The rows and columns decoded are the rectangle
- * widened by two iMCUs on each side (clipped to the image), so fancy upsampling sees the same
+ * widened by one iMCU on each side (clipped to the image), so fancy upsampling sees the same
  * neighbours as in a full decode; the rectangle is then cut out. 0 on success, -1 with
  * `info->error` set. */
 static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigned int y, unsigned int w,
@@ -143,7 +145,7 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
     unsigned int col0 = 0;
     int full_width = x == 0 && w == cinfo.image_width;
     if (!full_width) {
-        unsigned int margin = 2 * (unsigned int)info->imcu_width;
+        unsigned int margin = (unsigned int)info->imcu_width;
         unsigned int left = x > margin ? x - margin : 0;
         unsigned int right = x + w + margin < cinfo.image_width ? x + w + margin : cinfo.image_width;
         JDIMENSION xoffset = left, width = right - left;
@@ -152,23 +154,40 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
         }
         col0 = x - xoffset;
     }
-    /* From libjpeg's pool, so a longjmp out of the decoder frees it with the rest. */
-    JSAMPARRAY rows = (*cinfo.mem->alloc_sarray)((j_common_ptr)&cinfo, JPOOL_IMAGE,
-                                                 cinfo.output_width * (JDIMENSION)cinfo.output_components, 1);
-    unsigned int margin = 2 * (unsigned int)info->imcu_height;
+    /* Rows are read TL_BATCH at a time: one at a time would make libjpeg copy each row group of
+     * a 2-row upsampler through a spare row. Rows inside the rectangle are read straight into
+     * `out` when the decoded width is the rectangle's (no column offset); others go through
+     * `scratch`, from libjpeg's pool, so a longjmp out of the decoder frees it with the rest. */
+    JSAMPARRAY scratch = (*cinfo.mem->alloc_sarray)(
+        (j_common_ptr)&cinfo, JPOOL_IMAGE, cinfo.output_width * (JDIMENSION)cinfo.output_components, TL_BATCH);
+    JSAMPROW targets[TL_BATCH];
+    int direct = col0 == 0 && cinfo.output_width == w;
+    unsigned int margin = (unsigned int)info->imcu_height;
     unsigned int first = y > margin ? y - margin : 0;
     if (first > 0) {
         jpeg_skip_scanlines(&cinfo, first);
     }
     while (cinfo.output_scanline < y + h) {
         unsigned int line = cinfo.output_scanline;
-        if (jpeg_read_scanlines(&cinfo, rows, 1) != 1) {
+        unsigned int want = y + h - line < TL_BATCH ? y + h - line : TL_BATCH;
+        /* Before the rectangle, stop at its first row, so that batch is all inside. */
+        if (line < y && y - line < want) want = y - line;
+        int into_out = direct && line >= y;
+        for (unsigned int i = 0; i < want; i++) {
+            targets[i] = into_out ? out + (size_t)(line + i - y) * stride : scratch[i];
+        }
+        JDIMENSION got = jpeg_read_scanlines(&cinfo, targets, want);
+        if (got == 0) {
             snprintf(info->error, TL_MESSAGE_LEN, "the decoder stopped at row %u of %u", line, y + h);
             jpeg_destroy_decompress(&cinfo);
             return -1;
         }
-        if (line >= y) {
-            memcpy(out + (size_t)(line - y) * stride, rows[0] + (size_t)col0 * 3, (size_t)w * 3);
+        if (!into_out) {
+            for (unsigned int i = 0; i < got; i++) {
+                if (line + i >= y) {
+                    memcpy(out + (size_t)(line + i - y) * stride, scratch[i] + (size_t)col0 * 3, (size_t)w * 3);
+                }
+            }
         }
     }
     if (cinfo.output_scanline == cinfo.output_height) {

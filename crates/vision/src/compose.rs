@@ -3,15 +3,11 @@
 use crate::center_crop::{center_axis, CenterCrop};
 use crate::error::Result;
 use crate::normalize::Normalize;
-#[cfg(feature = "libjpeg-turbo")]
-use crate::random_resized_crop::CropBox;
 use crate::resample::{resize_bilinear, Rect};
 use crate::resize::Resize;
 use crate::to_tensor::ToTensor;
 use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
-#[cfg(feature = "libjpeg-turbo")]
-use std::ops::Range;
 use std::sync::Arc;
 use torchlight_base::seed::Rng;
 
@@ -99,48 +95,9 @@ fn fuse(transforms: &[Arc<dyn Transform>]) -> Vec<Arc<dyn Transform>> {
 
 /// `Resize` then `CenterCrop`, resampling only the kept window.
 #[derive(Debug)]
-pub(crate) struct ResizeCenterCrop {
+struct ResizeCenterCrop {
     resize: Resize,
     crop: CenterCrop,
-}
-
-#[cfg(feature = "libjpeg-turbo")]
-impl ResizeCenterCrop {
-    /// The part of a `height x width` image the kept window reads, when the fused path runs
-    /// (`None` when it falls back to the plain steps, which read the whole image): the
-    /// resampling filter's input span of the window's first and last output row and column,
-    /// as `resample.rs` computes it (Pillow's `precompute_coeffs` bounds), widened by two
-    /// pixels against rounding. Running this step on an image whose pixels outside the part
-    /// are anything gives the same output.
-    pub(crate) fn source_box(&self, height: usize, width: usize) -> Option<CropBox> {
-        let (rh, rw) = self.resize.output_size(height, width);
-        let (ch, cw) = self.crop.size();
-        if ch > rh || cw > rw || (rh, rw) == (height, width) {
-            return None;
-        }
-        let (left, _, _) = center_axis(rw, cw);
-        let (top, _, _) = center_axis(rh, ch);
-        let cols = filter_span(width, rw, left..left + cw);
-        let rows = filter_span(height, rh, top..top + ch);
-        Some(CropBox { top: rows.start, left: cols.start, height: rows.len(), width: cols.len() })
-    }
-}
-
-/// The input positions a resize from `in_size` to `out_size` reads for the outputs `outputs`,
-/// two wider each side than Pillow's bilinear bounds and clipped to the input (the outputs
-/// themselves when the size does not change: that pass is a copy).
-#[cfg(feature = "libjpeg-turbo")]
-fn filter_span(in_size: usize, out_size: usize, outputs: Range<usize>) -> Range<usize> {
-    if in_size == out_size {
-        return outputs;
-    }
-    let scale = in_size as f64 / out_size as f64;
-    let support = scale.max(1.0);
-    let first = (outputs.start as f64 + 0.5) * scale - support + 0.5;
-    let last = (outputs.end as f64 - 0.5) * scale + support + 0.5;
-    let start = (first.floor() as i64 - 2).max(0) as usize;
-    let end = ((last.floor() as i64 + 2).max(0) as usize).min(in_size);
-    start..end
 }
 
 impl Transform for ResizeCenterCrop {

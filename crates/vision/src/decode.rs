@@ -267,26 +267,13 @@ impl<'a> JpegFile<'a> {
     /// orientation), decoding only the rows and columns it needs: bit-identical to the same
     /// rectangle of a full decode.
     pub fn decode_stored(&self, rect: (u32, u32, u32, u32)) -> Result<Image> {
-        let mut pixels = vec![0u8; rect.2 as usize * rect.3 as usize * 3];
-        self.decode_into(rect, &mut pixels, rect.2 as usize * 3)?;
-        Ok(Image::new(rect.2 as usize, rect.3 as usize, 3, pixels))
-    }
-
-    /// The whole stored image's frame with only the rectangle `(x, y, width, height)` decoded,
-    /// every other pixel 0: for a step that reads that rectangle alone. (The zeroed buffer comes
-    /// from the allocator's zeroed pages, so the pixels outside cost little.)
-    pub fn decode_in_frame(&self, rect: (u32, u32, u32, u32)) -> Result<Image> {
-        let (width, height) = (self.header.width as usize, self.header.height as usize);
-        let mut pixels = vec![0u8; width * height * 3];
-        let start = (rect.1 as usize * width + rect.0 as usize) * 3;
-        self.decode_into(rect, &mut pixels[start..], width * 3)?;
-        Ok(Image::new(width, height, 3, pixels))
-    }
-
-    fn decode_into(&self, rect: (u32, u32, u32, u32), out: &mut [u8], stride: usize) -> Result<()> {
         let decode_err = |message: String| VisionError::Decode { path: self.path.to_path_buf(), message };
-        match crate::libjpeg::decode_region_into(self.bytes, rect, out, stride).map_err(decode_err)? {
-            true => Ok(()),
+        let (width, height) = (rect.2 as usize, rect.3 as usize);
+        let mut pixels = vec![0u8; width * height * 3];
+        match crate::libjpeg::decode_region_into(self.bytes, rect, &mut pixels, width * 3)
+            .map_err(decode_err)?
+        {
+            true => Ok(Image::new(width, height, 3, pixels)),
             false => Err(decode_err("libjpeg-turbo refused the colour space its header read".into())),
         }
     }

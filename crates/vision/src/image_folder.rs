@@ -36,9 +36,8 @@ use torchlight_data::{Array, DataError, Dataset};
 /// decoded image as U8 `[H, W, 3]`; with one it is whatever the transform ends with (F32
 /// `[C, H, W]` after `ToTensor`/`Normalize`, U8 `[H, W, C]` otherwise). A file that cannot be
 /// decoded becomes `DataError::Sample` with its index and path. When the transform starts with
-/// a crop whose box follows from the image size (a [`RandomResizedCrop`](crate::RandomResizedCrop),
-/// a [`CenterCrop`](crate::CenterCrop), or `Resize` then `CenterCrop`, alone or first in a
-/// [`Compose`](crate::Compose)) and the file is a JPEG that libjpeg-turbo decodes upright, only
+/// a crop whose box follows from the image size (a [`RandomResizedCrop`](crate::RandomResizedCrop)
+/// or a [`CenterCrop`](crate::CenterCrop), alone or first in a [`Compose`](crate::Compose)) and the file is a JPEG that libjpeg-turbo decodes upright, only
 /// the box is decoded (see [`decode_bytes_crop`](crate::decode_bytes_crop)): the sample and the
 /// random draws are the same as decoding the whole file.
 #[derive(Clone)]

@@ -149,11 +149,11 @@ fn decoding_a_box_equals_cropping_the_full_decode() {
     assert!(err.unwrap_err().to_string().contains("leaves the 131x97 image"));
 }
 
-/// An ImageFolder whose transform starts with a crop (RandomResizedCrop, CenterCrop, Resize then
-/// CenterCrop) decodes only the box, with the same outputs and the same random draws as
-/// decoding the whole file and applying the transform: over every fixture JPEG (and an
-/// EXIF-rotated JPEG and a PNG, which decode whole), several seeds, each crop alone and at the
-/// head of a Compose, downscaling, upscaling and padding.
+/// An ImageFolder whose transform starts with a crop (RandomResizedCrop, CenterCrop) decodes
+/// only the box, with the same outputs and the same random draws as decoding the whole file and
+/// applying the transform: over every fixture JPEG (and an EXIF-rotated JPEG and a PNG, which
+/// decode whole), several seeds, each crop alone and at the head of a Compose, with padding;
+/// and Resize then CenterCrop (fused; decoded whole) gives the same as the plain steps.
 #[test]
 fn crop_box_loading_gives_the_same_samples_and_draws_as_decoding_the_whole_file() {
     use torchlight_base::seed::rng_from_seed;
