@@ -17,7 +17,8 @@ use std::process::Command;
 
 /// The Debian package holding gloo's headers.
 const PACKAGE: &str = "libgloo-dev";
-const MARKER: &str = ".torchlight-complete";
+/// The file that marks a cache folder complete (it holds what was installed).
+pub(crate) const MARKER: &str = ".torchlight-complete";
 /// The include folder inside the unpacked package, as `.cargo/config.toml` expects it.
 const INCLUDE_IN_PACKAGE: &str = "usr/include";
 /// What `.cargo/config.toml` sets `TORCHLIGHT_GLOO_INCLUDE` to, relative to the workspace.
@@ -62,7 +63,7 @@ fn user_include(root: &Path) -> Option<PathBuf> {
 /// Fills `dir` through a `<dir>.partial` folder (with a `download` folder inside for
 /// `unpack`, removed after) and one rename, so an interrupted fetch never looks complete.
 /// `unpack(partial, download)` returns the marker text.
-fn install_into(dir: &Path, unpack: impl FnOnce(&Path, &Path) -> Result<String>) -> Result<()> {
+pub(crate) fn install_into(dir: &Path, unpack: impl FnOnce(&Path, &Path) -> Result<String>) -> Result<()> {
     let parent = dir.parent().context("cache directory has a parent")?;
     fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     let name = dir.file_name().context("cache directory has a name")?.to_string_lossy();
@@ -109,20 +110,22 @@ fn fetch(dir: &Path) -> Result<()> {
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|e| e == "deb"))
             .with_context(|| format!("apt-get download left no .deb in {}", download.display()))?;
-        let status = Command::new("dpkg-deb")
-            .arg("-x")
-            .arg(&deb)
-            .arg(partial)
-            .status()
-            .context("cannot run dpkg-deb")?;
-        if !status.success() {
-            bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
-        }
+        unpack_deb(&deb, partial)?;
         if !partial.join(INCLUDE_IN_PACKAGE).join("gloo/config.h").is_file() {
             bail!("{} holds no {INCLUDE_IN_PACKAGE}/gloo/config.h", deb.display());
         }
         Ok(format!("{}\n", deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()))
     })
+}
+
+/// Unpacks the Debian package `deb` into `into` (`dpkg-deb -x`; no root, nothing installed).
+pub(crate) fn unpack_deb(deb: &Path, into: &Path) -> Result<()> {
+    let status =
+        Command::new("dpkg-deb").arg("-x").arg(deb).arg(into).status().context("cannot run dpkg-deb")?;
+    if !status.success() {
+        bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
+    }
+    Ok(())
 }
 
 /// The CUDA header wheels `ProcessGroupNCCL.hpp` needs beyond those the full libtorch install

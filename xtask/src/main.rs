@@ -5,6 +5,7 @@ mod demo;
 mod distributed;
 mod examples;
 mod gpukit;
+mod libjpeg;
 mod libtorch;
 mod pyref;
 mod standalone;
@@ -19,7 +20,9 @@ usage: cargo xtask <command> [options]
 commands:
   setup [--cuda] [--distributed]
                           install libtorch 2.11.0 and the reference PyTorch (for parity tests)
-                          into the per-user cache, once, and link them into this workspace;
+                          into the per-user cache, once, and link them into this workspace
+                          (and libjpeg-turbo, Debian's libjpeg62-turbo-dev, when the system
+                          has no jpeglib.h);
                           --cuda forces the full CUDA libtorch; --distributed also fetches
                           gloo's headers for torchlight-distributed (Debian's libgloo-dev)
                           and, with the CUDA libtorch, CUDA's crt/cccl headers for NCCL
@@ -192,6 +195,8 @@ fn install(needs: Needs, cuda: bool) -> Result<Option<libtorch::Installed>> {
         return Ok(None);
     }
     let installed = libtorch::setup(&root, cuda)?;
+    // torchlight-vision's default `libjpeg-turbo` feature builds against it.
+    libjpeg::setup(&root);
     if needs == Needs::LibtorchAndReference {
         pyref::setup(&root)?;
     }

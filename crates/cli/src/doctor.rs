@@ -60,6 +60,8 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        // Which decoder turns the JPEGs into pixels: libjpeg-turbo decodes exactly as PIL does.
+        println!("JPEG decoder: {}", torchlight_vision::jpeg_decoder());
         print!("{}", report.to_text());
     }
     let failed = report.findings.iter().filter(|f| f.status == Status::Fail).count();

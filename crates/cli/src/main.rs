@@ -12,7 +12,7 @@ mod setup;
 mod summary;
 mod train;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Train image classifiers the PyTorch way, from a folder of images.
 #[derive(Parser)]
@@ -42,9 +42,17 @@ enum Command {
     Setup(setup::Args),
 }
 
+/// `torchlight --version`'s text: the version, then the JPEG decoder in use (which decides
+/// whether JPEGs decode exactly as PIL does).
+fn long_version() -> &'static str {
+    let text = format!("{}\nJPEG decoder: {}", env!("CARGO_PKG_VERSION"), torchlight_vision::jpeg_decoder());
+    Box::leak(text.into_boxed_str())
+}
+
 fn main() {
     out::quiet_on_closed_pipe();
-    let cli = Cli::parse();
+    let matches = Cli::command().long_version(long_version()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Train(args) => train::run(*args),
         Command::Eval(args) => eval::run(args),

@@ -3,6 +3,8 @@
 
 use crate::error::Result;
 use crate::image::Image;
+#[cfg(feature = "libjpeg-turbo")]
+use crate::random_resized_crop::CropBox;
 use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
 use torchlight_base::seed::Rng;
@@ -50,6 +52,15 @@ impl CenterCrop {
     /// The crop's `(height, width)`.
     pub fn size(&self) -> (usize, usize) {
         (self.height, self.width)
+    }
+
+    /// The part of a `height x width` image the crop keeps (all of an axis the crop pads):
+    /// cropping that part alone gives the same result as cropping the image.
+    #[cfg(feature = "libjpeg-turbo")]
+    pub(crate) fn source_box(&self, height: usize, width: usize) -> CropBox {
+        let (left, _, width) = center_axis(width, self.width);
+        let (top, _, height) = center_axis(height, self.height);
+        CropBox { top, left, height, width }
     }
 
     /// Crops `image`.

@@ -45,6 +45,12 @@ impl Compose {
         &self.transforms
     }
 
+    /// The steps that run, after fusion (what [`Transform::apply`] applies in order).
+    #[cfg(feature = "libjpeg-turbo")]
+    pub(crate) fn plan(&self) -> &[Arc<dyn Transform>] {
+        &self.plan
+    }
+
     /// How many steps run after fusion (fewer than [`Compose::transforms`] when pairs fused).
     pub fn fused_len(&self) -> usize {
         self.plan.len()

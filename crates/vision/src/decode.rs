@@ -160,24 +160,134 @@ fn decode_unguarded(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Resul
         }
         Some(format) => format,
     };
-    let mut decoder = reader.into_decoder().map_err(|e| decode_err(e.to_string()))?;
-    let (width, height) = decoder.dimensions();
-    match options.check_pixels(width, height) {
-        PixelCheck::Fine => {}
-        PixelCheck::Warn { pixels, limit } => warn_once(&format!(
-            "warning: {}: {width}x{height} = {pixels} pixels is over half of the limit of {limit} \
-             (Pillow warns of a possible decompression bomb here); further warnings are not shown",
-            path.display()
-        )),
-        PixelCheck::TooMany { pixels, limit } => {
-            return Err(VisionError::TooManyPixels { path: path.to_path_buf(), width, height, pixels, limit })
+    #[cfg(feature = "libjpeg-turbo")]
+    if format == ImageFormat::Jpeg {
+        if let Some(jpeg) = JpegFile::open(bytes, path, options)? {
+            return jpeg.decode_whole();
         }
     }
+    let mut decoder = reader.into_decoder().map_err(|e| decode_err(e.to_string()))?;
+    let (width, height) = decoder.dimensions();
+    check_pixel_limit(options, path, width, height)?;
     // A malformed EXIF block should not make an otherwise good image unreadable.
     let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
     let mut image = DynamicImage::from_decoder(decoder).map_err(|e| decode_err(e.to_string()))?;
     image.apply_orientation(orientation);
     Ok(Image::from_rgb_image(to_rgb8_like_pil(image, format, png_is_grayscale(bytes))))
+}
+
+/// Refuses (or warns of) a `width x height` image as `options`' pixel limit says.
+fn check_pixel_limit(options: &DecodeOptions, path: &Path, width: u32, height: u32) -> Result<()> {
+    match options.check_pixels(width, height) {
+        PixelCheck::Fine => Ok(()),
+        PixelCheck::Warn { pixels, limit } => {
+            warn_once(&format!(
+                "warning: {}: {width}x{height} = {pixels} pixels is over half of the limit of {limit} \
+                 (Pillow warns of a possible decompression bomb here); further warnings are not shown",
+                path.display()
+            ));
+            Ok(())
+        }
+        PixelCheck::TooMany { pixels, limit } => {
+            Err(VisionError::TooManyPixels { path: path.to_path_buf(), width, height, pixels, limit })
+        }
+    }
+}
+
+/// Which JPEG decoder this build uses: `"libjpeg-turbo 2.1.5"` (the version compiled in) with
+/// the `libjpeg-turbo` feature, on by default, whose decode is byte-identical to PIL's;
+/// `"zune-jpeg"` (pure Rust, through the `image` crate, which differs from PIL's by a few units
+/// on some bytes) without it. CMYK and YCCK JPEGs always go through zune-jpeg.
+pub fn jpeg_decoder() -> &'static str {
+    #[cfg(feature = "libjpeg-turbo")]
+    {
+        static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        NAME.get_or_init(|| format!("libjpeg-turbo {}", crate::libjpeg::version()))
+    }
+    #[cfg(not(feature = "libjpeg-turbo"))]
+    {
+        "zune-jpeg"
+    }
+}
+
+/// A JPEG held in memory that libjpeg-turbo decodes as PIL does, checked (not truncated,
+/// within the pixel limit) and ready to decode whole or one rectangle at a time.
+#[cfg(feature = "libjpeg-turbo")]
+pub(crate) struct JpegFile<'a> {
+    bytes: &'a [u8],
+    path: &'a Path,
+    /// What the header declares.
+    pub header: crate::libjpeg::JpegHeader,
+    orientation: image::metadata::Orientation,
+}
+
+#[cfg(feature = "libjpeg-turbo")]
+impl<'a> JpegFile<'a> {
+    /// `Ok(None)` when `bytes` is not a JPEG or is one libjpeg-turbo leaves to zune-jpeg
+    /// (CMYK, YCCK).
+    ///
+    /// # Errors
+    /// [`VisionError::Decode`] for a truncated file or an unreadable header,
+    /// [`VisionError::TooManyPixels`] over the limit; each names `path`.
+    pub fn open(bytes: &'a [u8], path: &'a Path, options: &DecodeOptions) -> Result<Option<Self>> {
+        let decode_err = |message: String| VisionError::Decode { path: path.to_path_buf(), message };
+        if !bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            return Ok(None);
+        }
+        if jpeg_is_truncated(bytes) {
+            return Err(decode_err("truncated JPEG: no end-of-image marker after the last scan".into()));
+        }
+        let header = crate::libjpeg::read_header(bytes).map_err(decode_err)?;
+        if !header.supported() {
+            return Ok(None);
+        }
+        check_pixel_limit(options, path, header.width, header.height)?;
+        Ok(Some(JpegFile { bytes, path, header, orientation: exif_orientation(bytes) }))
+    }
+
+    /// Whether the EXIF orientation leaves the pixels as stored (so a rectangle of the stored
+    /// image is a rectangle of the decoded one).
+    pub fn upright(&self) -> bool {
+        self.orientation == image::metadata::Orientation::NoTransforms
+    }
+
+    /// The whole image, turned upright as its EXIF orientation says.
+    pub fn decode_whole(&self) -> Result<Image> {
+        let (width, height) = (self.header.width, self.header.height);
+        let image = self.decode_stored((0, 0, width, height))?;
+        if self.upright() {
+            return Ok(image);
+        }
+        let mut dynamic = DynamicImage::ImageRgb8(image.to_rgb_image());
+        dynamic.apply_orientation(self.orientation);
+        Ok(Image::from_rgb_image(dynamic.into_rgb8()))
+    }
+
+    /// The rectangle `(x, y, width, height)` of the image as stored (before any EXIF
+    /// orientation), decoding only the rows and columns it needs: bit-identical to the same
+    /// rectangle of a full decode.
+    pub fn decode_stored(&self, rect: (u32, u32, u32, u32)) -> Result<Image> {
+        let decode_err = |message: String| VisionError::Decode { path: self.path.to_path_buf(), message };
+        let (width, height) = (rect.2 as usize, rect.3 as usize);
+        let mut pixels = vec![0u8; width * height * 3];
+        match crate::libjpeg::decode_region_into(self.bytes, rect, &mut pixels, width * 3)
+            .map_err(decode_err)?
+        {
+            true => Ok(Image::new(width, height, 3, pixels)),
+            false => Err(decode_err("libjpeg-turbo refused the colour space its header read".into())),
+        }
+    }
+}
+
+/// The EXIF orientation of a JPEG: its first `APP1` `Exif` segment's tag 0x0112 (none when
+/// absent or malformed, as the image crate reads it).
+#[cfg(feature = "libjpeg-turbo")]
+fn exif_orientation(bytes: &[u8]) -> image::metadata::Orientation {
+    use image::metadata::Orientation;
+    JpegSegments::new(bytes)
+        .find(|(marker, payload)| *marker == 0xE1 && payload.starts_with(b"Exif\0\0"))
+        .and_then(|(_, payload)| Orientation::from_exif_chunk(&payload[6..]))
+        .unwrap_or(Orientation::NoTransforms)
 }
 
 /// Prints `message` to stderr the first time only, as Python's default warning filter shows a
@@ -239,31 +349,60 @@ fn jpeg_is_truncated(bytes: &[u8]) -> bool {
     !bytes[last_sos..].windows(2).any(|w| w == [0xFF, 0xD9])
 }
 
-/// Whether walking the header segments from the start-of-image marker (each `FF xx` followed
-/// by its 2-byte big-endian length) reaches a start-of-scan marker. `false` for anything the
-/// walk does not understand, which sends the caller to the byte-by-byte scan.
+/// Whether walking the header segments from the start-of-image marker reaches a start-of-scan
+/// marker. `false` for anything the walk does not understand, which sends the caller to the
+/// byte-by-byte scan.
 fn jpeg_has_scan(bytes: &[u8]) -> bool {
-    if !bytes.starts_with(&[0xFF, 0xD8]) {
-        return false;
+    JpegSegments::new(bytes).any(|(marker, _)| marker == 0xDA)
+}
+
+/// A JPEG's header segments, `(marker, payload)`, walked from the start-of-image marker (each
+/// `FF xx` followed by its 2-byte big-endian length) up to and including the first
+/// start-of-scan (yielded with an empty payload). The walk ends early at anything it does not
+/// understand: no start-of-image marker, an end-of-image marker, a length running past the end.
+struct JpegSegments<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> JpegSegments<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        let at = if bytes.starts_with(&[0xFF, 0xD8]) { 2 } else { bytes.len() };
+        JpegSegments { bytes, at }
     }
-    let mut at = 2;
-    while let [0xFF, marker, ..] = bytes[at.min(bytes.len())..] {
-        match marker {
-            0xDA => return true,
-            // Fill bytes before a marker.
-            0xFF => at += 1,
-            // Markers without a length: TEM, RSTn, and SOI/EOI, which cannot precede a scan.
-            0x01 | 0xD0..=0xD7 => at += 2,
-            0x00 | 0xD8 | 0xD9 => return false,
-            _ => match bytes.get(at + 2..at + 4) {
-                Some(&[hi, lo]) if u16::from_be_bytes([hi, lo]) >= 2 => {
-                    at += 2 + usize::from(u16::from_be_bytes([hi, lo]))
+}
+
+impl<'a> Iterator for JpegSegments<'a> {
+    type Item = (u8, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let [0xFF, marker, ..] = self.bytes[self.at.min(self.bytes.len())..] else { return None };
+            match marker {
+                // Fill bytes before a marker.
+                0xFF => self.at += 1,
+                // Markers without a length: TEM, RSTn.
+                0x01 | 0xD0..=0xD7 => self.at += 2,
+                // SOI/EOI cannot come before a scan.
+                0x00 | 0xD8 | 0xD9 => return None,
+                0xDA => {
+                    self.at = self.bytes.len();
+                    return Some((0xDA, &[]));
                 }
-                _ => return false,
-            },
+                _ => {
+                    let len = match self.bytes.get(self.at + 2..self.at + 4) {
+                        Some(&[hi, lo]) if u16::from_be_bytes([hi, lo]) >= 2 => {
+                            usize::from(u16::from_be_bytes([hi, lo]))
+                        }
+                        _ => return None,
+                    };
+                    let payload = self.bytes.get(self.at + 4..self.at + 2 + len)?;
+                    self.at += 2 + len;
+                    return Some((marker, payload));
+                }
+            }
         }
     }
-    false
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! `ImageFolder`: a dataset of `root/<class>/<image>` files labelled by folder, like
 //! `torchvision.datasets.ImageFolder`, and `SplitFolders` for a `train/ val/ test/` layout.
 
+use crate::crop_decode::load_transformed;
 use crate::decode::{decode_file_with, DecodeOptions, IMG_EXTENSIONS};
 use crate::error::{Result, VisionError};
 use crate::image::Image;
-use crate::transform::{Sample, Transform};
+use crate::transform::Transform;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -34,7 +35,11 @@ use torchlight_data::{Array, DataError, Dataset};
 /// As a [`Dataset`], `get` yields `(Array, class_index)`: without a transform the Array is the
 /// decoded image as U8 `[H, W, 3]`; with one it is whatever the transform ends with (F32
 /// `[C, H, W]` after `ToTensor`/`Normalize`, U8 `[H, W, C]` otherwise). A file that cannot be
-/// decoded becomes `DataError::Sample` with its index and path.
+/// decoded becomes `DataError::Sample` with its index and path. When the transform starts with
+/// a crop whose box follows from the image size (a [`RandomResizedCrop`](crate::RandomResizedCrop)
+/// or a [`CenterCrop`](crate::CenterCrop), alone or first in a [`Compose`](crate::Compose)) and the file is a JPEG that libjpeg-turbo decodes upright, only
+/// the box is decoded (see [`decode_bytes_crop`](crate::decode_bytes_crop)): the sample and the
+/// random draws are the same as decoding the whole file.
 #[derive(Clone)]
 pub struct ImageFolder {
     root: PathBuf,
@@ -179,10 +184,10 @@ impl Dataset for ImageFolder {
         };
         let to_sample_error =
             |e: VisionError| DataError::Sample { index, path: Some(path.clone()), message: e.to_string() };
-        let image = decode_file_with(path, &self.decode).map_err(to_sample_error)?;
         let array = match &self.transform {
-            None => image.into_array(),
-            Some(t) => t.apply(Sample::Image(image), rng).map_err(to_sample_error)?.into_array(),
+            None => decode_file_with(path, &self.decode).map_err(to_sample_error)?.into_array(),
+            // Decodes only the crop box when the transform starts with a RandomResizedCrop.
+            Some(t) => load_transformed(path, &self.decode, t, rng).map_err(to_sample_error)?.into_array(),
         };
         Ok((array, *target))
     }

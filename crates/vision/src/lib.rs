@@ -24,12 +24,15 @@
 mod center_crop;
 mod color_jitter;
 mod compose;
+mod crop_decode;
 mod decode;
 mod error;
 mod flip;
 mod grayscale;
 mod image;
 mod image_folder;
+#[cfg(feature = "libjpeg-turbo")]
+mod libjpeg;
 mod mean_std;
 mod normalize;
 mod random_crop;
@@ -42,9 +45,10 @@ mod transform;
 pub use center_crop::CenterCrop;
 pub use color_jitter::{adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, ColorJitter};
 pub use compose::Compose;
+pub use crop_decode::decode_bytes_crop;
 pub use decode::{
-    decode_bytes, decode_bytes_with, decode_file, decode_file_with, image_dimensions, DecodeOptions,
-    PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
+    decode_bytes, decode_bytes_with, decode_file, decode_file_with, image_dimensions, jpeg_decoder,
+    DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
 };
 pub use error::{Result, VisionError};
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};

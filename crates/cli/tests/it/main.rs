@@ -47,6 +47,18 @@ fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// `--version` names the JPEG decoder: libjpeg-turbo (PIL's, byte-identical) in the default
+/// build.
+#[test]
+fn version_names_the_jpeg_decoder() {
+    let out = ok(&["--version"]);
+    assert!(out.starts_with(&format!("torchlight {}", env!("CARGO_PKG_VERSION"))), "{out}");
+    assert!(
+        out.contains("JPEG decoder: libjpeg-turbo 2.") || out.contains("JPEG decoder: libjpeg-turbo 3."),
+        "{out}"
+    );
+}
+
 #[test]
 fn summary_prints_the_parameter_table() {
     let out = ok(&["summary", "--model", "resnet34", "--num-classes", "3", "--frozen-backbone"]);

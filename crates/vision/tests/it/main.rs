@@ -7,6 +7,7 @@
 mod color;
 mod decode;
 mod folder;
+mod jpeg;
 mod parity;
 mod random;
 mod simd;
