@@ -302,15 +302,25 @@ fn pipeline_description(pipeline: &str) -> &'static str {
 fn stage_label(pipeline: &str, stage: &str) -> String {
     match (pipeline, stage) {
         (_, "read") => "read the file (PIL: open + read + parse the header)".into(),
+        ("train", "decode") => {
+            "decode to RGB u8 (Torchlight: header size, draw the crop, decode only the crop box with \
+             the header and truncation checks, as ImageFolder does; PIL: `convert(\"RGB\")`, which \
+             decodes the whole image)"
+                .into()
+        }
         (_, "decode") => {
             "decode to RGB u8 (Torchlight: `decode_bytes`, with the header and truncation checks; \
                           PIL: `convert(\"RGB\")`, which loads)"
                 .into()
         }
+        ("train", "crop_resize") => {
+            "RandomResizedCrop(224): draw, crop and resize (Torchlight: resize the decoded box; the draw \
+             is in decode)"
+                .into()
+        }
         ("eval", "crop_resize") => {
             "Resize(256) + CenterCrop(224) (Torchlight: fused, resamples only the kept window)".into()
         }
-        (_, "crop_resize") => "RandomResizedCrop(224): draw, crop and resize".into(),
         (_, "flip") => "horizontal flip (every other image, as p = 0.5)".into(),
         (_, "to_tensor") => "ToTensor".into(),
         (_, "normalize") => "Normalize".into(),

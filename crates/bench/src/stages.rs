@@ -11,8 +11,9 @@ use tch::Tensor;
 use torchlight_data::seed::rng_from_seed;
 use torchlight_data::{Array, Collate, DefaultCollate};
 use torchlight_vision::{
-    decode_bytes, hflip, CenterCrop, Compose, ImageFolder, Normalize, RandomResizedCrop, Resize, Sample,
-    Transform, IMAGENET_MEAN, IMAGENET_STD,
+    decode_bytes, decode_bytes_crop, hflip, image_dimensions_of_bytes, CenterCrop, Compose, CropBox,
+    DecodeOptions, Image, ImageFolder, Normalize, RandomResizedCrop, Resize, Sample, IMAGENET_MEAN,
+    IMAGENET_STD,
 };
 
 /// The stages a pipeline reports, in order; `pytorch_bench.py` reports `to_tensor` and
@@ -49,12 +50,13 @@ pub fn measure(data: &Path, pipeline: &str, images: usize) -> Result<Vec<(&'stat
 }
 
 fn run(samples: &[(std::path::PathBuf, i64)], n: usize, train: bool) -> Result<Vec<(&'static str, f64)>> {
-    let crop: Box<dyn Transform> = if train {
-        Box::new(RandomResizedCrop::new(224))
-    } else {
-        // Fused: only the centre window is resampled, as in the eval workload.
-        Box::new(Compose::default().then(Resize::new(256)).then(CenterCrop::new(224)))
-    };
+    // Train: as ImageFolder loads a file under a leading RandomResizedCrop, the size comes from
+    // the header, the box is drawn, and only the box is decoded ("decode"), then resized
+    // ("crop_resize"). Eval: the whole image is decoded, then Resize + CenterCrop, fused so only
+    // the centre window is resampled, as in the eval workload.
+    let random_crop = RandomResizedCrop::new(224);
+    let eval_crop = Compose::default().then(Resize::new(256)).then(CenterCrop::new(224));
+    let options = DecodeOptions::default();
     let normalize = Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD);
     let mut rng = rng_from_seed(0);
     let mut seconds = [0f64; 5];
@@ -65,10 +67,21 @@ fn run(samples: &[(std::path::PathBuf, i64)], n: usize, train: bool) -> Result<V
         let t0 = Instant::now();
         let bytes = std::fs::read(path)?;
         let t1 = Instant::now();
-        let image = decode_bytes(&bytes, path)?;
+        let (decoded, crop) = if train {
+            let (width, height) = image_dimensions_of_bytes(&bytes, path)?;
+            let crop = random_crop.get_params(height as usize, width as usize, &mut rng);
+            (decode_bytes_crop(&bytes, path, &options, crop)?, Some(crop))
+        } else {
+            (decode_bytes(&bytes, path)?, None)
+        };
         let t2 = Instant::now();
-        let Some(mut image) = crop.apply(Sample::Image(image), &mut rng)?.into_image() else {
-            bail!("the crop gave a tensor");
+        let mut image: Image = match crop {
+            Some(crop) => random_crop
+                .crop_resize(&decoded, CropBox { top: 0, left: 0, height: crop.height, width: crop.width }),
+            None => match eval_crop.apply(Sample::Image(decoded), &mut rng)?.into_image() {
+                Some(image) => image,
+                None => bail!("the crop gave a tensor"),
+            },
         };
         let t3 = Instant::now();
         // RandomHorizontalFlip(0.5): every other image, so both sides flip the same number.

@@ -136,9 +136,26 @@ pub fn decode_bytes_with(bytes: &[u8], path: impl AsRef<Path>, options: &DecodeO
 /// As [`decode_file`], except for the pixel limit.
 pub fn image_dimensions(path: impl AsRef<Path>) -> Result<(u32, u32)> {
     let path = path.as_ref();
-    let decode_err = |message: String| VisionError::Decode { path: path.to_path_buf(), message };
     let reader =
         ImageReader::open(path).map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
+    dimensions_of(reader, path)
+}
+
+/// The width and height the header of an encoded image held in memory declares, without
+/// decoding its pixels; `path` only names the source in errors. What a loader that draws a
+/// crop from the image size calls before [`decode_bytes_crop`](crate::decode_bytes_crop).
+///
+/// # Errors
+/// As [`decode_bytes`], except for the pixel limit.
+pub fn image_dimensions_of_bytes(bytes: &[u8], path: impl AsRef<Path>) -> Result<(u32, u32)> {
+    dimensions_of(ImageReader::new(std::io::Cursor::new(bytes)), path.as_ref())
+}
+
+fn dimensions_of<R: std::io::BufRead + std::io::Seek>(
+    reader: ImageReader<R>,
+    path: &Path,
+) -> Result<(u32, u32)> {
+    let decode_err = |message: String| VisionError::Decode { path: path.to_path_buf(), message };
     let reader =
         reader.with_guessed_format().map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
     if reader.format().is_none() {

@@ -47,8 +47,9 @@ pub use color_jitter::{adjust_brightness, adjust_contrast, adjust_hue, adjust_sa
 pub use compose::Compose;
 pub use crop_decode::decode_bytes_crop;
 pub use decode::{
-    decode_bytes, decode_bytes_with, decode_file, decode_file_with, image_dimensions, jpeg_decoder,
-    DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
+    decode_bytes, decode_bytes_with, decode_file, decode_file_with, image_dimensions,
+    image_dimensions_of_bytes, jpeg_decoder, DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS,
+    IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
 };
 pub use error::{Result, VisionError};
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};

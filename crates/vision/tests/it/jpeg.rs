@@ -2,7 +2,7 @@
 //! subsampling, grayscale, RGB, progressive, restart markers, odd sizes.
 
 use crate::fixture;
-use torchlight_vision::{decode_file, jpeg_decoder};
+use torchlight_vision::{decode_file, image_dimensions, image_dimensions_of_bytes, jpeg_decoder};
 
 /// `(name, width, height, sha256 of PIL's RGB bytes)` for every fixture JPEG.
 pub fn expected() -> Vec<(String, usize, usize, String)> {
@@ -60,6 +60,21 @@ fn jpegs_decode_to_the_right_size_with_zune_jpeg() {
             decode_file(fixture(&format!("jpeg/{name}.jpg"))).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!((image.width(), image.height()), (width, height), "{name}");
     }
+}
+
+/// The header sizes read from a file and from its bytes in memory agree with the fixtures
+/// (every subsampling and odd size), and bytes that are no image are an error naming the source.
+#[test]
+fn header_sizes_from_bytes_equal_those_from_the_file() {
+    for (name, width, height, _) in expected() {
+        let path = fixture(&format!("jpeg/{name}.jpg"));
+        let bytes = std::fs::read(&path).unwrap();
+        let expected = (width as u32, height as u32);
+        assert_eq!(image_dimensions(&path).unwrap(), expected, "{name}");
+        assert_eq!(image_dimensions_of_bytes(&bytes, &path).unwrap(), expected, "{name}");
+    }
+    let err = image_dimensions_of_bytes(b"not an image", "in/memory.jpg").unwrap_err().to_string();
+    assert!(err.contains("in/memory.jpg"), "{err}");
 }
 
 /// The fixture `name`'s bytes.
