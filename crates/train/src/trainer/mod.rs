@@ -804,7 +804,7 @@ impl Trainer {
         runner: &mut StepRunner,
         train_metrics: &mut MetricSet,
     ) -> Result<()> {
-        let checkpoint = Checkpoint::load(path)?;
+        let mut checkpoint = Checkpoint::load(path)?;
         let scheduler = match self.scheduler.as_mut() {
             Some((s, _)) if self.restore_scheduler => Some(&mut **s as &mut dyn LrScheduler),
             _ => None,
