@@ -70,13 +70,36 @@ fn setup(root: &Path, nth: Option<usize>, action: NonFiniteAction) -> (TrainConf
 /// One epoch of a hand-written loop on the StepRunner: (skipped steps, steps, samples counted
 /// in the metrics, their mean loss).
 fn one_epoch(c: &TrainConfig, l: &mut Loader, model: &ResNet) -> Result<(u64, u64, u64, f64)> {
+    one_epoch_reading(c, l, model, GuardRead::Auto).map_err(|(_, e)| e)
+}
+
+/// [`one_epoch`] with the guard's verdict read as `read` says; an error comes with the index
+/// of the batch whose step returned it.
+fn one_epoch_reading(
+    c: &TrainConfig,
+    l: &mut Loader,
+    model: &ResNet,
+    read: GuardRead,
+) -> std::result::Result<(u64, u64, u64, f64), (usize, TrainError)> {
+    let mut at = 0;
+    one_epoch_at(c, l, model, read, &mut at).map_err(|e| (at, e))
+}
+
+fn one_epoch_at(
+    c: &TrainConfig,
+    l: &mut Loader,
+    model: &ResNet,
+    read: GuardRead,
+    at: &mut usize,
+) -> Result<(u64, u64, u64, f64)> {
     let mut optimizer = build_optimizer(c, model, "fc.")?;
-    let step = StepConfig { on_nonfinite: c.train.on_nonfinite, ..StepConfig::default() };
+    let step = StepConfig { on_nonfinite: c.train.on_nonfinite, guard_read: read, ..StepConfig::default() };
     let mut runner = StepRunner::new(step, Device::Cpu)?;
     let task = Classification::new(3);
     let mut metrics = MetricSet::new(Vec::new());
     let n = l.len();
     for (i, batch) in l.epoch(0).enumerate() {
+        *at = i;
         let (_, ready) = runner.step(model, &task, &batch?, optimizer.as_mut(), i + 1 == n)?;
         for out in ready {
             metrics.update(&out.loss, &out.output, &out.target)?;
@@ -125,6 +148,55 @@ fn skip_drops_only_the_bad_step_and_training_goes_on() {
     assert_eq!(counted, 16, "two good batches counted");
     assert!(!model.fc.weight.equal(&before), "the good steps trained");
     assert!(bool::try_from(model.fc.weight.isfinite().all()).unwrap());
+}
+
+#[test]
+fn the_deferred_read_stops_one_step_late_with_the_same_error_and_weights() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (c, mut l) = setup(tmp.path(), None, NonFiniteAction::Stop);
+    seed_everything(0);
+    let model = resnet18(3);
+    let before = model.fc.weight.copy();
+    let (at, immediate) = one_epoch_reading(&c, &mut l, &model, GuardRead::Immediate).unwrap_err();
+    assert_eq!(at, 0, "the immediate read stops at the bad step");
+    let immediate = immediate.to_string();
+    assert!(model.fc.weight.equal(&before));
+    // The bad step goes to the fused kernels with found_inf set; the next step reads it.
+    let (at, deferred) = one_epoch_reading(&c, &mut l, &model, GuardRead::Deferred).unwrap_err();
+    assert_eq!(at, 1, "the deferred read stops at the step after the bad one");
+    assert!(
+        matches!(&deferred, TrainError::NonFinite { epoch: 1, step: 1, parameter: Some(p), .. } if p == "conv1.weight"),
+        "{deferred:?}"
+    );
+    assert_eq!(deferred.to_string(), immediate, "the same message as the immediate read");
+    assert!(model.fc.weight.equal(&before), "the kernel skipped the bad update on the device");
+    assert!(!model.conv1.weight.grad().defined(), "the gradients were cleared");
+}
+
+#[test]
+fn the_deferred_read_skips_the_same_step_with_the_same_weights_as_the_immediate_read() {
+    let _lock = torch_rng_lock();
+    let mut results = Vec::new();
+    for read in [GuardRead::Immediate, GuardRead::Deferred] {
+        // A fresh loader each time: the NaN goes into the 5th sample loaded (first batch).
+        let tmp = temp_dir();
+        let (c, mut l) = setup(tmp.path(), Some(4), NonFiniteAction::Skip);
+        seed_everything(0);
+        let model = resnet18(3);
+        let counts = one_epoch_reading(&c, &mut l, &model, read).unwrap();
+        let weights: Vec<(String, tch::Tensor)> = torchlight_nn::named_parameters(&model)
+            .into_iter()
+            .map(|(n, p)| (n, p.detach().copy()))
+            .collect();
+        results.push((counts, weights));
+    }
+    let ((immediate, w0), (deferred, w1)) = (&results[0], &results[1]);
+    assert_eq!((immediate.0, immediate.1, immediate.2), (1, 3, 16), "one of three steps skipped");
+    assert_eq!(deferred, immediate, "skips, steps, samples counted and their mean loss");
+    for ((name, a), (_, b)) in w0.iter().zip(w1) {
+        assert!(a.equal(b), "{name} differs between the immediate and the deferred read");
+    }
 }
 
 #[test]
