@@ -57,11 +57,15 @@ pub struct GradCheck {
     groups: Vec<(Vec<usize>, Tensor)>,
 }
 
+/// One (device, dtype) group of a [`GradCheck`] before stacking: the key, the gradients'
+/// indices and their sums.
+type Unstacked = ((Device, Kind), Vec<usize>, Vec<Tensor>);
+
 impl GradCheck {
     /// Queues one sum per defined, non-empty gradient of `params`; reads nothing.
     pub fn new<'a>(params: impl IntoIterator<Item = &'a Tensor>) -> Result<Self> {
         let _guard = torchlight_tensor::no_grad();
-        let mut groups: Vec<((Device, Kind), Vec<usize>, Vec<Tensor>)> = Vec::new();
+        let mut groups: Vec<Unstacked> = Vec::new();
         for (i, p) in params.into_iter().enumerate() {
             let g = p.grad();
             if !g.defined() || g.numel() == 0 {

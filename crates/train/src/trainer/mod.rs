@@ -639,7 +639,7 @@ impl Trainer {
     /// mid-epoch checkpoint is due, so that it holds the metrics of the step's window.
     fn settle_before_save(&self, global_step: u64) -> bool {
         self.step.on_nonfinite == NonFiniteAction::Skip
-            && self.checkpoint_every.is_some_and(|n| global_step % n == 0)
+            && self.checkpoint_every.is_some_and(|n| global_step.is_multiple_of(n))
     }
 
     /// The per-rank and global batch, printed once by rank 0 of a distributed run.
