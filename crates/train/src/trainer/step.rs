@@ -30,8 +30,8 @@ pub struct StepConfig {
     /// What a step with NaN/Inf gradients does: stop with [`TrainError::NonFinite`] (default)
     /// or skip the step.
     pub on_nonfinite: NonFiniteAction,
-    /// Check all gradients for NaN/Inf before each step (one fused kernel, one host read);
-    /// default on. Not needed under an enabled GradScaler, which skips such steps itself.
+    /// Check all gradients for NaN/Inf before each step (one sum per gradient and one host
+    /// read, or no read before the step with [`GuardRead::Deferred`]); default on. Not needed under an enabled GradScaler, which skips such steps itself.
     pub guard_nonfinite: bool,
     /// When the guard's verdict is read back to the host; default [`GuardRead::Auto`].
     pub guard_read: GuardRead,
@@ -89,10 +89,13 @@ pub struct MicroStep {
 #[derive(Debug, Default)]
 pub struct OptimizerStep {
     /// Whether the optimizer step was dropped for non-finite gradients (`on_nonfinite = Skip`).
+    /// With [`GuardRead::Deferred`] this is known only a step later: it stays false, and the
+    /// drop shows in [`StepRunner::skipped_steps`] once read.
     /// A step that an enabled GradScaler skips itself (fp16 overflow) counts as taken: that is
     /// normal mixed-precision behaviour and the scale is lowered for the next one.
     pub skipped: bool,
-    /// Outputs of the window whose metrics can be counted now (`on_nonfinite = Skip` only).
+    /// Outputs whose metrics can be counted now (`on_nonfinite = Skip` only): this window's,
+    /// or with [`GuardRead::Deferred`] the previous window's, once its check was read.
     pub ready: Vec<StepOutput>,
 }
 
