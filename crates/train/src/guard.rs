@@ -102,11 +102,11 @@ impl GradCheck {
         Ok(true)
     }
 
-    /// A one-element float32 flag on `device`, 1 where some gradient is NaN or Inf, else 0:
-    /// the `found_inf` that PyTorch's fused optimizer kernels take. Reads nothing.
+    /// A 0-dim float32 flag on `device` (GradScaler's shape), 1 where some gradient is NaN or
+    /// Inf, else 0: the `found_inf` that PyTorch's fused optimizer kernels take. Reads nothing.
     pub fn found_inf(&self, device: Device) -> Result<Tensor> {
         let _guard = torchlight_tensor::no_grad();
-        let mut flag = Tensor::f_zeros([1], (Kind::Float, device)).map_err(torch_err)?;
+        let mut flag = Tensor::f_zeros([] as [i64; 0], (Kind::Float, device)).map_err(torch_err)?;
         for (_, sums) in &self.groups {
             let bad = sums
                 .f_isfinite()
@@ -242,10 +242,10 @@ mod tests {
         let inf = with_grad(Tensor::from_slice(&[f64::NEG_INFINITY, 1.0]));
         let check = GradCheck::new([&good, &no_grad, &nan, &inf]).unwrap();
         let flag = check.found_inf(Device::Cpu).unwrap();
-        assert_eq!((flag.kind(), flag.size(), flag.double_value(&[0])), (Kind::Float, vec![1], 1.0));
+        assert_eq!((flag.kind(), flag.size(), flag.double_value(&[])), (Kind::Float, vec![], 1.0));
         assert_eq!(check.non_finite().unwrap(), [2, 3], "indices into the parameters given");
         let check = GradCheck::new([&good, &no_grad]).unwrap();
-        assert_eq!(check.found_inf(Device::Cpu).unwrap().double_value(&[0]), 0.0);
+        assert_eq!(check.found_inf(Device::Cpu).unwrap().double_value(&[]), 0.0);
         assert!(check.non_finite().unwrap().is_empty() && check.all_finite().unwrap());
     }
 
