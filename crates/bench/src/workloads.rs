@@ -233,7 +233,7 @@ impl Workload for CheckpointIo {
         let mut snapshot = Snapshot::model(&self.model);
         snapshot.optimizer = Some(&self.optimizer);
         torchlight_checkpoint::save(&self.dir, &snapshot)?;
-        let checkpoint = Checkpoint::load(&self.dir)?;
+        let mut checkpoint = Checkpoint::load(&self.dir)?;
         checkpoint.restore_model(&self.model)?;
         checkpoint.restore_optimizer(&mut self.optimizer)?;
         Ok(())

@@ -168,6 +168,8 @@ pub struct Checkpoint {
     pub meta: Meta,
     model: Vec<(String, Tensor)>,
     training: HashMap<String, Tensor>,
+    /// Whether `restore_optimizer` took the optimizer's tensors.
+    optimizer_moved: bool,
 }
 
 fn read_verified(dir: &Path, name: &str, meta: &Meta) -> Result<Vec<(String, Tensor)>> {
@@ -210,7 +212,7 @@ impl Checkpoint {
             .map_err(|e| CheckpointError::Corrupt { path: meta_path.clone(), reason: e.to_string() })?;
         let model = read_verified(&dir, MODEL_FILE, &meta)?;
         let training = read_verified(&dir, TRAINING_FILE, &meta)?.into_iter().collect();
-        Ok(Checkpoint { dir, meta, model, training })
+        Ok(Checkpoint { dir, meta, model, training, optimizer_moved: false })
     }
 
     /// The model's state_dict as saved (CPU tensors), sorted by key.
@@ -237,8 +239,14 @@ impl Checkpoint {
         out
     }
 
-    /// The optimizer state as saved, if any.
+    /// The optimizer state as saved, if any (none once [`restore_optimizer`] has moved it
+    /// into an optimizer). Its tensors share memory with this checkpoint's.
+    ///
+    /// [`restore_optimizer`]: Checkpoint::restore_optimizer
     pub fn optimizer_state(&self) -> Option<OptimizerState> {
+        if self.optimizer_moved {
+            return None;
+        }
         let meta = self.meta.optimizer.clone()?;
         let tensors = self
             .training
@@ -256,10 +264,20 @@ impl Checkpoint {
         CheckpointError::Missing { path: self.dir.clone(), what }
     }
 
-    /// Restores the optimizer's hyperparameters and per-parameter state.
-    pub fn restore_optimizer(&self, optimizer: &mut dyn Optimizer) -> Result<()> {
+    /// Restores the optimizer's hyperparameters and per-parameter state, moving the loaded
+    /// tensors into the optimizer ([`Optimizer::load_state_dict_owned`]: no copy where the
+    /// parameter's device and dtype are the saved ones). The checkpoint then no longer holds
+    /// them: a second call is an error, and a failed call leaves them in place.
+    pub fn restore_optimizer(&mut self, optimizer: &mut dyn Optimizer) -> Result<()> {
+        if self.optimizer_moved {
+            return Err(self.missing("optimizer state (moved into an optimizer by an earlier restore)"));
+        }
         let state = self.optimizer_state().ok_or_else(|| self.missing("optimizer state"))?;
-        optimizer.load_state_dict(&state).map_err(self.optim_err())
+        optimizer.load_state_dict_owned(state).map_err(self.optim_err())?;
+        // The optimizer holds the only handles on them from here.
+        self.training.retain(|k, _| !k.starts_with("optimizer."));
+        self.optimizer_moved = true;
+        Ok(())
     }
 
     /// Restores the lr scheduler's step count and base lrs.
@@ -289,7 +307,7 @@ impl Checkpoint {
     /// states where both the checkpoint and the caller have them. Returns the progress to
     /// continue from.
     pub fn restore(
-        &self,
+        &mut self,
         model: &dyn Module,
         optimizer: Option<&mut dyn Optimizer>,
         scheduler: Option<&mut dyn LrScheduler>,

@@ -393,16 +393,30 @@ impl<R: UpdateRule> Optimizer for OptimizerCore<R> {
     }
 
     fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()> {
+        self.load_impl(&state.meta, StateTensors::borrowed(&state.tensors))
+    }
+
+    fn load_state_dict_owned(&mut self, state: OptimizerState) -> Result<()> {
+        let OptimizerState { meta, tensors } = state;
+        self.load_impl(&meta, StateTensors::owned(tensors))
+    }
+}
+
+impl<R: UpdateRule> OptimizerCore<R> {
+    /// Both loads: checks the saved groups against this optimizer's, then rebuilds every
+    /// parameter's state from `tensors` (copied or taken, as `tensors` holds them). Nothing
+    /// changes on error.
+    fn load_impl(&mut self, meta: &OptimizerMeta, mut tensors: StateTensors<'_>) -> Result<()> {
         let name = self.rule.name();
-        if state.meta.optimizer != name {
+        if meta.optimizer != name {
             return Err(OptimError::KindMismatch {
                 expected: name.to_string(),
-                found: state.meta.optimizer.clone(),
+                found: meta.optimizer.clone(),
             });
         }
-        check_count("state dict groups", self.groups.len(), state.meta.groups.len())?;
+        check_count("state dict groups", self.groups.len(), meta.groups.len())?;
         let mut configs = Vec::with_capacity(self.groups.len());
-        for (gi, (group, saved)) in self.groups.iter().zip(&state.meta.groups).enumerate() {
+        for (gi, (group, saved)) in self.groups.iter().zip(&meta.groups).enumerate() {
             let names: Vec<String> = group.params.iter().map(|(n, _)| n.clone()).collect();
             if names != saved.params {
                 return Err(OptimError::GroupMismatch {
@@ -424,7 +438,6 @@ impl<R: UpdateRule> Optimizer for OptimizerCore<R> {
             config.validate(&owner(name, gi))?;
             configs.push(config);
         }
-        let mut tensors = StateTensors::new(&state.tensors);
         let mut loaded = Vec::with_capacity(self.groups.len());
         for (group, config) in self.groups.iter().zip(&configs) {
             let mut states = Vec::with_capacity(group.params.len());
@@ -447,56 +460,101 @@ pub struct SavedState<'a, 'b> {
     tensors: &'b mut StateTensors<'a>,
 }
 
-impl<'a> SavedState<'a, '_> {
+impl SavedState<'_, '_> {
     /// The parameter's name.
     pub fn param(&self) -> &str {
         self.param
     }
 
-    /// The saved tensor `"<param>.<field>"`, if present (as saved: copy it before keeping it).
-    pub fn get(&mut self, field: &str) -> Option<&'a Tensor> {
+    /// The saved tensor `"<param>.<field>"`, if present (as saved: take it with
+    /// [`like`](Self::like) or [`copy`](Self::copy) to keep it).
+    pub fn get(&mut self, field: &str) -> Option<&Tensor> {
         self.tensors.get(self.param, field)
     }
 
-    /// The saved tensor `"<param>.<field>"`, copied to `like`'s device and dtype after checking
-    /// that it has `like`'s shape; an error naming the key when it is absent or mis-shaped.
+    /// The saved tensor `"<param>.<field>"` on `like`'s device and dtype, after checking that it
+    /// has `like`'s shape; an error naming the key when it is absent or mis-shaped. From
+    /// [`Optimizer::load_state_dict`] it is a fresh copy; from
+    /// [`Optimizer::load_state_dict_owned`] it is the loaded tensor itself when it already has
+    /// that device and dtype (no copy), else the loaded tensor moved there.
     pub fn like(&mut self, field: &str, like: &Tensor) -> Result<Tensor> {
         let key = format!("{}.{field}", self.param);
         let t = self.get(field).ok_or_else(|| OptimError::MissingState { key: key.clone() })?;
         if t.size() != like.size() {
             return Err(OptimError::StateShape { key, expected: like.size(), found: t.size() });
         }
-        Ok(copy_to(t, like.device(), like.kind()))
+        Ok(self.tensors.take(self.param, field, like.device(), like.kind()).expect("present: just read"))
     }
 
-    /// A fresh copy of the saved tensor `"<param>.<field>"` on `device` in `kind`, if present
-    /// (for state that does not follow its parameter, such as Adam's float32 step counter).
+    /// The saved tensor `"<param>.<field>"` on `device` in `kind`, if present (for state that
+    /// does not follow its parameter, such as Adam's float32 step counter): a fresh copy, or
+    /// the loaded tensor itself as [`like`](Self::like) says.
     pub fn copy(&mut self, field: &str, device: Device, kind: Kind) -> Option<Tensor> {
-        self.get(field).map(|t| copy_to(t, device, kind))
+        self.tensors.take(self.param, field, device, kind)
     }
+}
+
+/// A saved state tensor: borrowed from the caller's state (copied when kept) or owned (kept
+/// as it is where its device and dtype fit).
+enum Held<'a> {
+    Borrowed(&'a Tensor),
+    Owned(Tensor),
+    /// Owned, and already taken by a parameter's state.
+    Moved,
 }
 
 /// The state tensors of a state dict, looked up by parameter and field; reports unused ones.
 struct StateTensors<'a> {
-    map: HashMap<&'a str, &'a Tensor>,
-    used: HashSet<&'a str>,
+    map: HashMap<String, Held<'a>>,
+    used: HashSet<String>,
 }
 
 impl<'a> StateTensors<'a> {
-    fn new(tensors: &'a [(String, Tensor)]) -> Self {
-        StateTensors { map: tensors.iter().map(|(k, t)| (k.as_str(), t)).collect(), used: HashSet::new() }
+    fn borrowed(tensors: &'a [(String, Tensor)]) -> Self {
+        let map = tensors.iter().map(|(k, t)| (k.clone(), Held::Borrowed(t))).collect();
+        StateTensors { map, used: HashSet::new() }
     }
 
-    fn get(&mut self, param: &str, field: &str) -> Option<&'a Tensor> {
+    fn owned(tensors: Vec<(String, Tensor)>) -> Self {
+        let map = tensors.into_iter().map(|(k, t)| (k, Held::Owned(t))).collect();
+        StateTensors { map, used: HashSet::new() }
+    }
+
+    fn get(&mut self, param: &str, field: &str) -> Option<&Tensor> {
         let key = format!("{param}.{field}");
-        let (k, t) = self.map.get_key_value(key.as_str())?;
-        self.used.insert(k);
+        let t = match self.map.get(key.as_str())? {
+            Held::Borrowed(t) => *t,
+            Held::Owned(t) => t,
+            Held::Moved => return None,
+        };
+        self.used.insert(key);
         Some(t)
+    }
+
+    /// The tensor to keep for `"<param>.<field>"` on `device` in `kind`: a copy of a borrowed
+    /// one, an owned one as it is (or converted when its device or dtype differ).
+    fn take(&mut self, param: &str, field: &str, device: Device, kind: Kind) -> Option<Tensor> {
+        let key = format!("{param}.{field}");
+        let held = self.map.get_mut(key.as_str())?;
+        let kept = match std::mem::replace(held, Held::Moved) {
+            Held::Borrowed(t) => {
+                *held = Held::Borrowed(t);
+                copy_to(t, device, kind)
+            }
+            Held::Owned(t) if t.device() == device && t.kind() == kind => t.detach(),
+            Held::Owned(t) => {
+                let _guard = torchlight_tensor::no_grad();
+                t.to_device_(device, kind, false, false).detach()
+            }
+            Held::Moved => return None,
+        };
+        self.used.insert(key);
+        Some(kept)
     }
 
     /// Errors on the first tensor no parameter claimed.
     fn finish(self) -> Result<()> {
-        let mut unused: Vec<&&str> = self.map.keys().filter(|k| !self.used.contains(**k)).collect();
+        let mut unused: Vec<&String> = self.map.keys().filter(|k| !self.used.contains(*k)).collect();
         unused.sort();
         match unused.first() {
             Some(key) => Err(OptimError::UnexpectedState { key: key.to_string() }),

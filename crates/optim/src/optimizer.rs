@@ -49,6 +49,16 @@ pub trait Optimizer {
     /// copied and moved to its parameter's device and dtype, so that a resumed run continues
     /// exactly.
     fn load_state_dict(&mut self, state: &OptimizerState) -> Result<()>;
+
+    /// [`Optimizer::load_state_dict`] taking the state by value: each saved tensor becomes the
+    /// parameter's state as it is where its device and dtype already fit (no copy), and is
+    /// moved or converted otherwise; what a checkpoint restore does with the tensors it has
+    /// just read. The tensors must be the state's alone: a state from
+    /// [`Optimizer::state_dict`] aliases the live state, so load that one by reference. The
+    /// default copies through [`Optimizer::load_state_dict`].
+    fn load_state_dict_owned(&mut self, state: OptimizerState) -> Result<()> {
+        self.load_state_dict(&state)
+    }
 }
 
 /// The hyperparameters of one param group as saved: the config type's `kind` (`"SGD"`,

@@ -197,7 +197,10 @@ impl UpdateRule for SgdRule {
         }
         let (old, new): (Vec<usize>, Vec<usize>) = (0..params.len()).partition(|&i| buffers[i].is_some());
         for &i in &new {
-            *buffers[i] = Some(params[i].empty_like());
+            // The kernel sets a first step's buffer to the gradient; zeros (not `empty_like`,
+            // as PyTorch) keep a first step skipped on the device through `found_inf` from
+            // leaving garbage behind: the next step then starts from a zero buffer.
+            *buffers[i] = Some(params[i].zeros_like());
         }
         for (part, first) in [(old, false), (new, true)] {
             if part.is_empty() {

@@ -1,51 +1,137 @@
 //! Training guards: the non-finite gradient check, the device check, and the out-of-memory
 //! report with the largest batch that fits (found by halving), plus their messages.
 //!
-//! Cost: [`grads_all_finite`] reads every gradient once (a max-abs reduction per gradient,
+//! Cost: [`grads_all_finite`] reads every gradient once (a sum per gradient, vectorised,
 //! which NaN and Inf propagate through, writing nothing) and reads one flag per device and
 //! dtype back to the host per optimizer step; on CUDA that read waits for the backward pass to
-//! finish, which the optimizer step has to do anyway, so it stops the host from queueing the
-//! next batch's kernels early but moves no data. With a GradScaler the trainer leaves this
-//! check to the scaler's own `found_inf`, which it reads anyway. The per-parameter search behind the error runs
-//! only once a step has already gone bad.
+//! finish, so [`GuardRead::Deferred`](crate::GuardRead::Deferred) (the default there) hands the
+//! flag to the fused optimizer kernels instead and reads it a step later. With a GradScaler the
+//! trainer leaves this check to the scaler's own `found_inf`, which it reads anyway. The
+//! per-parameter search behind the error runs only once a step has already gone bad.
 
 use crate::error::{Result, TrainError};
 use std::any::Any;
 use tch::{Device, Kind, Tensor};
 use torchlight_nn::{named_parameters, Module};
 
-/// Whether every defined gradient in `params` is finite: the largest absolute value of each
-/// gradient (`linalg.vector_norm(g, inf)`, NaN if any element is NaN), the maxima of each
-/// (device, dtype) group checked together, and one host read per group. Unlike the fused
-/// unscale kernel with a scale of 1 that this replaces, it writes nothing back into the
-/// gradients. Parameters without a gradient, and empty gradients, are ignored.
+/// Whether every defined gradient in `params` is finite: a sum of each gradient (NaN or Inf
+/// if any element is), the sums of each (device, dtype) group checked together, and one host
+/// read per group; only when a sum is not finite (a bad step, or finite values summing past
+/// the accumulator's range) is each gradient's largest absolute value checked, exactly. It
+/// writes nothing into the gradients. Parameters without a gradient, and empty gradients, are
+/// ignored.
 pub fn grads_all_finite<'a>(params: impl IntoIterator<Item = &'a Tensor>) -> Result<bool> {
+    let params: Vec<&Tensor> = params.into_iter().collect();
+    if GradCheck::new(params.iter().copied())?.all_finite()? {
+        return Ok(true);
+    }
     let _guard = torchlight_tensor::no_grad();
-    let mut groups: Vec<((Device, Kind), Vec<Tensor>)> = Vec::new();
     for p in params {
         let g = p.grad();
         if !g.defined() || g.numel() == 0 {
             continue;
         }
-        let key = (g.device(), g.kind());
         // linalg.norm of the flattened gradient (a view: gradients are contiguous) with
-        // ord=inf is vector_norm's max-abs reduction.
+        // ord=inf is vector_norm's max-abs reduction: exact, but several times slower than a sum.
         let max_abs = g
             .f_reshape([-1])
             .and_then(|flat| flat.f_linalg_norm(f64::INFINITY, None::<&[i64]>, false, None::<Kind>))
             .map_err(torch_err)?;
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push(max_abs),
-            None => groups.push((key, vec![max_abs])),
-        }
-    }
-    for (_, maxima) in &groups {
-        let finite = Tensor::f_stack(maxima, 0).and_then(|m| m.f_isfinite()).and_then(|f| f.f_all());
-        if !finite.and_then(bool::try_from).map_err(torch_err)? {
+        if !is_all_finite(&max_abs) {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// The per-gradient sums behind the non-finite check, kept on the device: read them now
+/// ([`all_finite`](Self::all_finite)), or hand [`found_inf`](Self::found_inf) to the fused
+/// optimizer kernels (which then skip the update on the device) and read the check a step
+/// later, with no host sync in between. A sum is NaN or Inf when an element is, and also when
+/// finite elements sum past the range of its accumulator (float32, or float64 for float64
+/// gradients): such a gradient counts as non-finite here.
+#[derive(Debug)]
+pub struct GradCheck {
+    /// Per (device, dtype): the indices (into the parameters given) of the gradients checked,
+    /// and their sums stacked.
+    groups: Vec<(Vec<usize>, Tensor)>,
+}
+
+/// One (device, dtype) group of a [`GradCheck`] before stacking: the key, the gradients'
+/// indices and their sums.
+type Unstacked = ((Device, Kind), Vec<usize>, Vec<Tensor>);
+
+impl GradCheck {
+    /// Queues one sum per defined, non-empty gradient of `params`; reads nothing.
+    pub fn new<'a>(params: impl IntoIterator<Item = &'a Tensor>) -> Result<Self> {
+        let _guard = torchlight_tensor::no_grad();
+        let mut groups: Vec<Unstacked> = Vec::new();
+        for (i, p) in params.into_iter().enumerate() {
+            let g = p.grad();
+            if !g.defined() || g.numel() == 0 {
+                continue;
+            }
+            let key = (g.device(), g.kind());
+            // Half-precision gradients are summed in float32, which their largest finite
+            // values cannot overflow one by one.
+            let acc = if g.kind() == Kind::Double { Kind::Double } else { Kind::Float };
+            let sum = g.f_sum(acc).map_err(torch_err)?;
+            match groups.iter_mut().find(|(k, _, _)| *k == key) {
+                Some((_, idx, v)) => {
+                    idx.push(i);
+                    v.push(sum);
+                }
+                None => groups.push((key, vec![i], vec![sum])),
+            }
+        }
+        let groups = groups
+            .into_iter()
+            .map(|(_, idx, sums)| Ok((idx, Tensor::f_stack(&sums, 0).map_err(torch_err)?)))
+            .collect::<Result<_>>()?;
+        Ok(GradCheck { groups })
+    }
+
+    /// Whether every checked gradient is finite: one host read per (device, dtype) group.
+    pub fn all_finite(&self) -> Result<bool> {
+        for (_, sums) in &self.groups {
+            let finite = sums.f_isfinite().and_then(|f| f.f_all());
+            if !finite.and_then(bool::try_from).map_err(torch_err)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// A 0-dim float32 flag on `device` (GradScaler's shape), 1 where some gradient is NaN or
+    /// Inf, else 0: the `found_inf` that PyTorch's fused optimizer kernels take. Reads nothing.
+    pub fn found_inf(&self, device: Device) -> Result<Tensor> {
+        let _guard = torchlight_tensor::no_grad();
+        let mut flag = Tensor::f_zeros([] as [i64; 0], (Kind::Float, device)).map_err(torch_err)?;
+        for (_, sums) in &self.groups {
+            let bad = sums
+                .f_isfinite()
+                .and_then(|f| f.f_all())
+                .and_then(|f| f.f_logical_not())
+                .and_then(|f| f.f_to(device))
+                .and_then(|f| f.f_to_kind(Kind::Float))
+                .map_err(torch_err)?;
+            flag = flag.f_maximum(&bad).map_err(torch_err)?;
+        }
+        Ok(flag)
+    }
+
+    /// The index (into the parameters given to [`new`](Self::new)) of every gradient holding
+    /// NaN or Inf, ascending: one host read per group.
+    pub fn non_finite(&self) -> Result<Vec<usize>> {
+        let mut bad = Vec::new();
+        for (idx, sums) in &self.groups {
+            let finite = sums.f_isfinite().and_then(|f| f.f_to(Device::Cpu)).map_err(torch_err)?;
+            let finite = Vec::<bool>::try_from(&finite).map_err(torch_err)?;
+            bad.extend(idx.iter().zip(finite).filter(|(_, ok)| !ok).map(|(i, _)| *i));
+        }
+        bad.sort_unstable();
+        Ok(bad)
+    }
 }
 
 fn torch_err(err: tch::TchError) -> TrainError {
@@ -138,6 +224,29 @@ mod tests {
             let q = with_grad(Tensor::from_slice(&values).to_kind(Kind::Half));
             assert!(!grads_all_finite([&q, &half]).unwrap(), "{bad} in a float16 gradient");
         }
+    }
+
+    #[test]
+    fn finite_values_summing_past_float32_are_confirmed_finite_by_the_exact_check() {
+        let overflowing = with_grad(Tensor::from_slice(&[f32::MAX, f32::MAX, 1.0]));
+        let check = GradCheck::new([&overflowing]).unwrap();
+        assert!(!check.all_finite().unwrap(), "the sum alone overflows to inf");
+        assert!(grads_all_finite([&overflowing]).unwrap(), "every element is finite");
+    }
+
+    #[test]
+    fn the_device_flag_and_the_bad_indices_name_the_non_finite_gradients() {
+        let good = with_grad(Tensor::from_slice(&[1f32, -2.0]));
+        let no_grad = Tensor::zeros([2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let nan = with_grad(Tensor::from_slice(&[0.5f32, f32::NAN]));
+        let inf = with_grad(Tensor::from_slice(&[f64::NEG_INFINITY, 1.0]));
+        let check = GradCheck::new([&good, &no_grad, &nan, &inf]).unwrap();
+        let flag = check.found_inf(Device::Cpu).unwrap();
+        assert_eq!((flag.kind(), flag.size(), flag.double_value(&[])), (Kind::Float, vec![], 1.0));
+        assert_eq!(check.non_finite().unwrap(), [2, 3], "indices into the parameters given");
+        let check = GradCheck::new([&good, &no_grad]).unwrap();
+        assert_eq!(check.found_inf(Device::Cpu).unwrap().double_value(&[]), 0.0);
+        assert!(check.non_finite().unwrap().is_empty() && check.all_finite().unwrap());
     }
 
     #[test]

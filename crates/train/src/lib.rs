@@ -62,6 +62,6 @@ pub use tasks::{Classification, MultiLabel, Regression, RegressionLoss};
 pub use tfevents::EventWriter;
 pub use trainer::{
     best_of, evaluate as evaluate_task, AsDynModule, Batch, BatchEnd, BatchSource, Callback, Context,
-    Distributed, EpochBatches, FitSummary, Interval, LoopPosition, MicroStep, Monitor, OptimizerStep, Stage,
-    StepConfig, StepOutput, StepRunner, Task, Trainer, TrainerBuilder,
+    Distributed, EpochBatches, FitSummary, GuardRead, Interval, LoopPosition, MicroStep, Monitor,
+    OptimizerStep, Stage, StepConfig, StepOutput, StepRunner, Task, Trainer, TrainerBuilder,
 };

@@ -58,7 +58,7 @@ fn another_architecture_names_the_mismatched_keys_and_loads_nothing() {
     let dir = temp_dir("arch");
     let model = resnet18(10);
     save(dir.join("ck"), &Snapshot::model(&model)).unwrap();
-    let checkpoint = Checkpoint::load(dir.join("ck")).unwrap();
+    let mut checkpoint = Checkpoint::load(dir.join("ck")).unwrap();
     let other = resnet34(10);
     let before = other.conv1.weight.copy();
     let err = checkpoint.restore_model(&other).unwrap_err().to_string();

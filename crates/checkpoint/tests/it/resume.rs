@@ -41,7 +41,7 @@ fn four_epochs_straight_equal_two_then_resume_then_two_bit_for_bit() {
     seed_everything(12345);
     let _ = Tensor::randn([1000], (Kind::Float, tch::Device::Cpu));
     let mut resumed = Run::new(3);
-    let checkpoint = Checkpoint::load(dir.join("last")).unwrap();
+    let mut checkpoint = Checkpoint::load(dir.join("last")).unwrap();
     assert_eq!(checkpoint.meta.config, config);
     assert_eq!(checkpoint.meta.loop_state, serde_json::json!({"history": [1, 2]}));
     let loop_tensors = checkpoint.loop_tensors();
@@ -57,6 +57,13 @@ fn four_epochs_straight_equal_two_then_resume_then_two_bit_for_bit() {
         )
         .unwrap();
     assert_eq!(progress.epoch, 2);
+    // The optimizer took the loaded tensors: the checkpoint holds them no more.
+    assert!(checkpoint.optimizer_state().is_none());
+    let err = checkpoint.restore_optimizer(&mut resumed.optimizer).unwrap_err().to_string();
+    assert!(
+        err.contains("holds no optimizer state (moved into an optimizer by an earlier restore)"),
+        "{err}"
+    );
     resumed.step = progress.global_step;
     assert_eq!(resumed.scheduler.last_epoch(), 2);
     assert_eq!(resumed.optimizer.lrs(), straight_lrs_after(2));

@@ -235,21 +235,82 @@ fn check_round_trip(case_name: &str, fused: bool) {
     let first = fx.fresh_params();
     let mut opt = build(&fx, case, &first, fused);
     run(&fx, opt.as_mut(), &first, 0, 10);
-    let state = through_checkpoint(opt.state_dict(), case_name);
+    let saved = opt.state_dict();
     drop(opt);
-    // A new process would rebuild the model from its checkpoint and a fresh optimizer.
-    let resumed: HashMap<String, Tensor> =
-        first.iter().map(|(n, p)| (n.clone(), p.detach().copy().set_requires_grad(true))).collect();
-    let mut opt = build(&fx, case, &resumed, fused);
-    opt.load_state_dict(&state).unwrap();
-    run(&fx, opt.as_mut(), &resumed, 10, 20);
-    for (n, p) in &straight {
-        let diff = (p - &resumed[n]).abs().max().double_value(&[]);
-        assert_eq!(
-            diff, 0.0,
-            "{case_name} (fused: {fused}): `{n}` differs by {diff:e} after resuming (tolerance: exact)"
+    // By reference (copied) and by value (the loaded tensors taken as they are).
+    for owned in [false, true] {
+        let state = through_checkpoint(
+            OptimizerState {
+                meta: saved.meta.clone(),
+                tensors: saved.tensors.iter().map(|(k, t)| (k.clone(), t.shallow_clone())).collect(),
+            },
+            case_name,
         );
+        // A new process would rebuild the model from its checkpoint and a fresh optimizer.
+        let resumed: HashMap<String, Tensor> =
+            first.iter().map(|(n, p)| (n.clone(), p.detach().copy().set_requires_grad(true))).collect();
+        let mut opt = build(&fx, case, &resumed, fused);
+        if owned {
+            opt.load_state_dict_owned(state).unwrap();
+        } else {
+            opt.load_state_dict(&state).unwrap();
+        }
+        run(&fx, opt.as_mut(), &resumed, 10, 20);
+        for (n, p) in &straight {
+            let diff = (p - &resumed[n]).abs().max().double_value(&[]);
+            assert_eq!(
+                diff, 0.0,
+                "{case_name} (fused: {fused}, owned: {owned}): `{n}` differs by {diff:e} after resuming (tolerance: exact)"
+            );
+        }
     }
+}
+
+#[test]
+fn an_owned_state_is_taken_without_a_copy_and_converted_only_where_needed() {
+    let fx = Fixture::load();
+    let case = fx.case("adam_amsgrad");
+    let params = fx.fresh_params();
+    let mut opt = build(&fx, case, &params, true);
+    run(&fx, opt.as_mut(), &params, 0, 2);
+    let fresh = |state: &OptimizerState| OptimizerState {
+        meta: state.meta.clone(),
+        tensors: state.tensors.iter().map(|(k, t)| (k.clone(), t.copy())).collect(),
+    };
+    let saved = fresh(&opt.state_dict());
+    let key = saved.tensors.iter().find(|(k, _)| k.ends_with(".exp_avg")).unwrap().0.clone();
+    let loaded_ptr =
+        |state: &OptimizerState| state.tensors.iter().find(|(k, _)| *k == key).unwrap().1.data_ptr();
+    let live_ptr =
+        |opt: &dyn Optimizer| opt.state_dict().tensors.iter().find(|(k, _)| *k == key).unwrap().1.data_ptr();
+
+    let by_ref = fresh(&saved);
+    opt.load_state_dict(&by_ref).unwrap();
+    assert_ne!(live_ptr(opt.as_ref()), loaded_ptr(&by_ref), "load_state_dict copies");
+
+    let owned = fresh(&saved);
+    let ptr = loaded_ptr(&owned);
+    opt.load_state_dict_owned(owned).unwrap();
+    assert_eq!(live_ptr(opt.as_ref()), ptr, "load_state_dict_owned keeps the loaded tensor");
+
+    // Saved in float64: converted to the parameter's float32, values kept.
+    let mut doubled = fresh(&saved);
+    for (_, t) in doubled.tensors.iter_mut() {
+        *t = t.to_kind(tch::Kind::Double);
+    }
+    opt.load_state_dict_owned(doubled).unwrap();
+    let after = opt.state_dict();
+    for (k, t) in &saved.tensors {
+        let (_, now) = after.tensors.iter().find(|(n, _)| n == k).unwrap();
+        assert_eq!(now.kind(), t.kind(), "{k} keeps the parameter's dtype");
+        assert!(now.equal(t), "{k} keeps its values");
+    }
+
+    // A mis-shaped or unknown tensor is the same error by value as by reference.
+    let mut bad = fresh(&saved);
+    bad.tensors.push(("nothing.exp_avg".into(), Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu))));
+    let err = opt.load_state_dict_owned(bad).unwrap_err();
+    assert!(matches!(&err, OptimError::UnexpectedState { key } if key == "nothing.exp_avg"), "{err}");
 }
 
 #[test]

@@ -99,7 +99,7 @@ fn train_checkpoint_resume_export<M: Module>(name: &str, make: impl Fn() -> M, x
     save(dir.join("last"), &snapshot).unwrap();
     let resumed = make();
     let mut resumed_opt = adamw(&resumed);
-    let checkpoint = Checkpoint::load(dir.join("last")).unwrap();
+    let mut checkpoint = Checkpoint::load(dir.join("last")).unwrap();
     assert_eq!(checkpoint.meta.model_kind, model.kind());
     let progress = checkpoint.restore(&resumed, Some(&mut resumed_opt), None, None).unwrap();
     assert_eq!(progress.global_step, 8);

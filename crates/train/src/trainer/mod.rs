@@ -19,7 +19,7 @@ pub use batch::Batch;
 pub use callback::{BatchEnd, Callback, Context, LoopPosition};
 pub use distributed::Distributed;
 pub use source::{BatchSource, EpochBatches};
-pub use step::{MicroStep, OptimizerStep, StepConfig, StepRunner};
+pub use step::{GuardRead, MicroStep, OptimizerStep, StepConfig, StepRunner};
 pub use task::{Monitor, Stage, StepOutput, Task};
 
 use crate::callbacks::{CsvLogging, CurvesPlot, ModelCheckpoint, ProgressBar, TensorBoardLogging};
@@ -308,6 +308,7 @@ impl TrainerBuilder {
             restore_scheduler: self.restore_scheduler,
             config: self.config,
             distributed: self.distributed,
+            checkpoint_every: self.checkpoint_every,
         })
     }
 }
@@ -361,6 +362,8 @@ pub struct Trainer {
     restore_scheduler: bool,
     config: serde_json::Value,
     distributed: Option<Box<dyn Distributed>>,
+    /// The run folder's mid-epoch checkpoint interval, in optimizer steps.
+    checkpoint_every: Option<u64>,
 }
 
 /// Everything the loop holds besides the model, task, optimizer and data, so that hooks can
@@ -494,6 +497,11 @@ impl Trainer {
                         self.optimizer_step(&mut state, optimizer, &mut runner, &mut train_metrics)?;
                     }
                     state.position.batch = index as u64;
+                    if stepped && self.settle_before_save(state.position.global_step) {
+                        for out in runner.settle(module)? {
+                            train_metrics.update(&out.loss, &out.output, &out.target)?;
+                        }
+                    }
                     let running_loss = if index % self.log_every == 0 && train_metrics.samples() > 0 {
                         let loss = train_metrics.running_loss();
                         if !loss.is_finite() {
@@ -515,6 +523,10 @@ impl Trainer {
                     }
                     if let Some(signal) = self.agreed_signal(signals.as_ref())? {
                         drop(it);
+                        // The checkpoint saved on interrupt counts the last window.
+                        for out in runner.settle(module)? {
+                            train_metrics.update(&out.loss, &out.output, &out.target)?;
+                        }
                         return Err(self.interrupt(&mut state, optimizer, &runner, &train_metrics, signal));
                     }
                 }
@@ -523,6 +535,11 @@ impl Trainer {
             // Batches left out entirely (every sample skipped) can leave a window open.
             if runner.window_open() {
                 self.optimizer_step(&mut state, optimizer, &mut runner, &mut train_metrics)?;
+            }
+            // A deferred non-finite check is read here at the latest: the epoch's metrics,
+            // skip count and checkpoint see every step.
+            for out in runner.settle(module)? {
+                train_metrics.update(&out.loss, &out.output, &out.target)?;
             }
             state.position.batch = batches;
             if let Some(d) = self.distributed.as_deref() {
@@ -615,6 +632,14 @@ impl Trainer {
             samples_per_s: samples as f64 / train_seconds.max(1e-9),
             world_size: world as usize,
         })
+    }
+
+    /// Whether a deferred non-finite check must be read before the batch-end hooks of the step
+    /// that reached `global_step`: with `on_nonfinite = Skip`, when the run folder's
+    /// mid-epoch checkpoint is due, so that it holds the metrics of the step's window.
+    fn settle_before_save(&self, global_step: u64) -> bool {
+        self.step.on_nonfinite == NonFiniteAction::Skip
+            && self.checkpoint_every.is_some_and(|n| global_step.is_multiple_of(n))
     }
 
     /// The per-rank and global batch, printed once by rank 0 of a distributed run.
@@ -804,7 +829,7 @@ impl Trainer {
         runner: &mut StepRunner,
         train_metrics: &mut MetricSet,
     ) -> Result<()> {
-        let checkpoint = Checkpoint::load(path)?;
+        let mut checkpoint = Checkpoint::load(path)?;
         let scheduler = match self.scheduler.as_mut() {
             Some((s, _)) if self.restore_scheduler => Some(&mut **s as &mut dyn LrScheduler),
             _ => None,

@@ -5,7 +5,7 @@
 
 use crate::config::NonFiniteAction;
 use crate::error::{Result, TrainError};
-use crate::guard;
+use crate::guard::{self, GradCheck};
 use crate::trainer::{AsDynModule, Batch, Stage, StepOutput, Task};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tch::{Device, Kind, Tensor};
@@ -30,9 +30,31 @@ pub struct StepConfig {
     /// What a step with NaN/Inf gradients does: stop with [`TrainError::NonFinite`] (default)
     /// or skip the step.
     pub on_nonfinite: NonFiniteAction,
-    /// Check all gradients for NaN/Inf before each step (one fused kernel, one host read);
-    /// default on. Not needed under an enabled GradScaler, which skips such steps itself.
+    /// Check all gradients for NaN/Inf before each step (one sum per gradient and one host
+    /// read, or no read before the step with [`GuardRead::Deferred`]); default on. Not needed under an enabled GradScaler, which skips such steps itself.
     pub guard_nonfinite: bool,
+    /// When the guard's verdict is read back to the host; default [`GuardRead::Auto`].
+    pub guard_read: GuardRead,
+}
+
+/// When the non-finite guard ([`StepConfig::guard_nonfinite`]) reads its verdict to the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GuardRead {
+    /// [`Deferred`](Self::Deferred) on CUDA, [`Immediate`](Self::Immediate) on the CPU, where
+    /// the read costs nothing (the default).
+    #[default]
+    Auto,
+    /// Before every optimizer step: the step is skipped or the run stops before the update.
+    /// On CUDA this read waits for the backward pass every step.
+    Immediate,
+    /// No read before the step: the flag is computed on the device and handed to the fused
+    /// optimizer kernels as `found_inf` (as GradScaler does), which skip a bad update on the
+    /// device, and it is read at the next optimizer step, when that step's work is already
+    /// queued, or by [`StepRunner::settle`] (the Trainer calls it at each epoch's end). The
+    /// weights are those of the immediate read; a skipped step is counted, or the run stops
+    /// with the same [`TrainError::NonFinite`], one step later. Optimizers with a non-fused
+    /// group read immediately (their non-fused path would read the flag anyway).
+    Deferred,
 }
 
 impl Default for StepConfig {
@@ -44,6 +66,7 @@ impl Default for StepConfig {
             grad_clip: None,
             on_nonfinite: NonFiniteAction::Stop,
             guard_nonfinite: true,
+            guard_read: GuardRead::Auto,
         }
     }
 }
@@ -66,10 +89,13 @@ pub struct MicroStep {
 #[derive(Debug, Default)]
 pub struct OptimizerStep {
     /// Whether the optimizer step was dropped for non-finite gradients (`on_nonfinite = Skip`).
+    /// With [`GuardRead::Deferred`] this is known only a step later: it stays false, and the
+    /// drop shows in [`StepRunner::skipped_steps`] once read.
     /// A step that an enabled GradScaler skips itself (fp16 overflow) counts as taken: that is
     /// normal mixed-precision behaviour and the scale is lowered for the next one.
     pub skipped: bool,
-    /// Outputs of the window whose metrics can be counted now (`on_nonfinite = Skip` only).
+    /// Outputs whose metrics can be counted now (`on_nonfinite = Skip` only): this window's,
+    /// or with [`GuardRead::Deferred`] the previous window's, once its check was read.
     pub ready: Vec<StepOutput>,
 }
 
@@ -102,6 +128,22 @@ pub struct StepRunner {
     epoch: u64,
     global_step: u64,
     skipped_steps: u64,
+    unread: Option<UnreadCheck>,
+}
+
+/// A deferred non-finite check (see [`GuardRead::Deferred`]) and what its error would report.
+#[derive(Debug)]
+struct UnreadCheck {
+    check: GradCheck,
+    /// The optimizer's parameter names, in the order the check saw them.
+    names: Vec<String>,
+    epoch: u64,
+    step: u64,
+    lr: f64,
+    loss: Option<Tensor>,
+    batch: Vec<Tensor>,
+    /// The window's outputs held back until the check is read (`on_nonfinite = Skip`).
+    outputs: Vec<StepOutput>,
 }
 
 impl StepRunner {
@@ -132,6 +174,7 @@ impl StepRunner {
             epoch: 0,
             global_step: 0,
             skipped_steps: 0,
+            unread: None,
         })
     }
 
@@ -267,17 +310,60 @@ impl StepRunner {
         }
     }
 
+    /// Whether this step's guard is read later (see [`GuardRead`]).
+    fn defers(&self, optimizer: &dyn Optimizer) -> bool {
+        let deferred = match self.config.guard_read {
+            GuardRead::Auto => self.device.is_cuda(),
+            GuardRead::Immediate => false,
+            GuardRead::Deferred => true,
+        };
+        deferred && self.guards() && optimizer.supports_amp_scaling()
+    }
+
     /// Closes the accumulation window: checks the gradients (stop or skip on NaN/Inf), unscales
     /// and clips them when asked, steps the optimizer through the GradScaler, updates the scale
-    /// and clears the gradients.
+    /// and clears the gradients. With [`GuardRead::Deferred`] it first reads the previous
+    /// step's check (see [`settle`](Self::settle)), and this step's check goes to the
+    /// optimizer's kernels instead of the host.
     pub fn optimizer_step(
         &mut self,
         model: &dyn Module,
         optimizer: &mut dyn Optimizer,
     ) -> Result<OptimizerStep> {
         self.micro = 0;
+        let settled = match self.settle(model) {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                optimizer.zero_grad()?;
+                self.pending.clear();
+                return Err(e);
+            }
+        };
         let params: Vec<Tensor> =
             optimizer.named_parameters().into_iter().map(|(_, p)| p.shallow_clone()).collect();
+        if self.defers(optimizer) {
+            let check = GradCheck::new(params.iter())?;
+            let device = params.first().map_or(self.device, Tensor::device);
+            let found_inf = check.found_inf(device)?;
+            if let Some(max_norm) = self.config.grad_clip {
+                let _total_norm = clip_grad_norm(params.iter(), max_norm, 2.0, false)?;
+            }
+            let lr = optimizer.lrs().last().copied().unwrap_or(0.0);
+            optimizer.step_amp(None, &found_inf)?;
+            optimizer.zero_grad()?;
+            self.unread = Some(UnreadCheck {
+                check,
+                names: optimizer.named_parameters().into_iter().map(|(n, _)| n.to_string()).collect(),
+                epoch: self.epoch + 1,
+                step: self.global_step + 1,
+                lr,
+                loss: self.last_loss.as_ref().map(Tensor::shallow_clone),
+                batch: self.last_batch.iter().map(Tensor::shallow_clone).collect(),
+                outputs: std::mem::take(&mut self.pending),
+            });
+            self.global_step += 1;
+            return Ok(OptimizerStep { skipped: false, ready: settled });
+        }
         if self.guards() && !guard::grads_all_finite(params.iter())? {
             if self.config.on_nonfinite == NonFiniteAction::Stop {
                 let err = TrainError::NonFinite {
@@ -300,7 +386,7 @@ impl StepRunner {
             self.global_step += 1;
             self.pending.clear();
             optimizer.zero_grad()?;
-            return Ok(OptimizerStep { skipped: true, ready: Vec::new() });
+            return Ok(OptimizerStep { skipped: true, ready: settled });
         }
         if let Some(max_norm) = self.config.grad_clip {
             self.scaler.unscale_(optimizer)?;
@@ -310,7 +396,43 @@ impl StepRunner {
         self.scaler.update()?;
         optimizer.zero_grad()?;
         self.global_step += 1;
-        Ok(OptimizerStep { skipped: false, ready: std::mem::take(&mut self.pending) })
+        let mut ready = settled;
+        ready.append(&mut self.pending);
+        Ok(OptimizerStep { skipped: false, ready })
+    }
+
+    /// Reads the deferred non-finite check of the last optimizer step, if one is unread
+    /// ([`GuardRead::Deferred`]): counts the step as skipped, or returns the
+    /// [`TrainError::NonFinite`] the immediate read would have (`on_nonfinite = Stop`; the
+    /// update was already skipped on the device). Returns the outputs of that step's window
+    /// whose metrics can now be counted. [`optimizer_step`](Self::optimizer_step) calls it
+    /// first; call it after a loop's last step ([`step`](Self::step) does with `last`, the
+    /// Trainer at each epoch's end). Without an unread check it does nothing.
+    pub fn settle(&mut self, model: &dyn Module) -> Result<Vec<StepOutput>> {
+        let Some(unread) = self.unread.take() else { return Ok(Vec::new()) };
+        if unread.check.all_finite()? {
+            return Ok(unread.outputs);
+        }
+        if self.config.on_nonfinite == NonFiniteAction::Skip {
+            self.skipped_steps += 1;
+            return Ok(Vec::new());
+        }
+        let bad: Vec<&str> =
+            unread.check.non_finite()?.into_iter().map(|i| unread.names[i].as_str()).collect();
+        // The first in the model's order, as the immediate read names it.
+        let parameter = named_parameters(model)
+            .into_iter()
+            .map(|(name, _)| name)
+            .find(|name| bad.contains(&name.as_str()))
+            .or_else(|| bad.first().map(|n| n.to_string()));
+        Err(TrainError::NonFinite {
+            epoch: unread.epoch,
+            step: unread.step,
+            lr: unread.lr,
+            loss: unread.loss.as_ref().map_or(f64::NAN, |l| l.double_value(&[])),
+            inputs_finite: unread.batch.iter().filter(|t| t.is_floating_point()).all(guard::is_all_finite),
+            parameter,
+        })
     }
 
     /// `forward_backward`, then `optimizer_step` when the window is full or `last` is set (the
@@ -333,6 +455,9 @@ impl StepRunner {
         let mut ready = micro.ready;
         if micro.window_full || last {
             ready.extend(self.optimizer_step(model.as_dyn(), optimizer)?.ready);
+        }
+        if last {
+            ready.extend(self.settle(model.as_dyn())?);
         }
         Ok((micro.loss, ready))
     }

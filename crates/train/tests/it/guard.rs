@@ -1,7 +1,8 @@
 //! The training guards of the `StepRunner` (here in a hand-written loop): a non-finite gradient
 //! stops training with an error naming step, lr, inputs and parameter, or (under
-//! `train.on_nonfinite = "skip"`) skips that step; a model on another device than the batches
-//! is one clear error from the Trainer.
+//! `train.on_nonfinite = "skip"`) skips that step, with the same error and weights when the
+//! verdict is read a step late (`GuardRead::Deferred`, CUDA's default); a model on another
+//! device than the batches is one clear error from the Trainer.
 
 use crate::{temp_dir, torch_rng_lock};
 use std::any::Any;
@@ -67,16 +68,42 @@ fn setup(root: &Path, nth: Option<usize>, action: NonFiniteAction) -> (TrainConf
     (c, l)
 }
 
+/// Skipped steps, steps, samples counted in the metrics, their mean loss.
+type Counts = (u64, u64, u64, f64);
+
 /// One epoch of a hand-written loop on the StepRunner: (skipped steps, steps, samples counted
 /// in the metrics, their mean loss).
-fn one_epoch(c: &TrainConfig, l: &mut Loader, model: &ResNet) -> Result<(u64, u64, u64, f64)> {
+fn one_epoch(c: &TrainConfig, l: &mut Loader, model: &ResNet) -> Result<Counts> {
+    one_epoch_reading(c, l, model, GuardRead::Auto).map_err(|(_, e)| *e)
+}
+
+/// [`one_epoch`] with the guard's verdict read as `read` says; an error comes with the index
+/// of the batch whose step returned it.
+fn one_epoch_reading(
+    c: &TrainConfig,
+    l: &mut Loader,
+    model: &ResNet,
+    read: GuardRead,
+) -> std::result::Result<Counts, (usize, Box<TrainError>)> {
+    let mut at = 0;
+    one_epoch_at(c, l, model, read, &mut at).map_err(|e| (at, Box::new(e)))
+}
+
+fn one_epoch_at(
+    c: &TrainConfig,
+    l: &mut Loader,
+    model: &ResNet,
+    read: GuardRead,
+    at: &mut usize,
+) -> Result<(u64, u64, u64, f64)> {
     let mut optimizer = build_optimizer(c, model, "fc.")?;
-    let step = StepConfig { on_nonfinite: c.train.on_nonfinite, ..StepConfig::default() };
+    let step = StepConfig { on_nonfinite: c.train.on_nonfinite, guard_read: read, ..StepConfig::default() };
     let mut runner = StepRunner::new(step, Device::Cpu)?;
     let task = Classification::new(3);
     let mut metrics = MetricSet::new(Vec::new());
     let n = l.len();
     for (i, batch) in l.epoch(0).enumerate() {
+        *at = i;
         let (_, ready) = runner.step(model, &task, &batch?, optimizer.as_mut(), i + 1 == n)?;
         for out in ready {
             metrics.update(&out.loss, &out.output, &out.target)?;
@@ -93,8 +120,9 @@ fn a_nan_input_stops_training_naming_step_lr_inputs_and_parameter() {
     seed_everything(0);
     let model = resnet18(3);
     let before = model.fc.weight.copy();
-    let err = one_epoch(&c, &mut l, &model).unwrap_err();
-    match &err {
+    let (at, err) = one_epoch_reading(&c, &mut l, &model, GuardRead::Auto).unwrap_err();
+    assert_eq!(at, 0, "on the CPU the verdict is read before the bad step's update");
+    match err.as_ref() {
         TrainError::NonFinite { epoch, step, lr, inputs_finite, parameter, .. } => {
             assert_eq!((*epoch, *step, *lr, *inputs_finite), (1, 1, 1e-3, false));
             assert_eq!(parameter.as_deref(), Some("conv1.weight"), "the first key in state_dict order");
@@ -108,6 +136,14 @@ fn a_nan_input_stops_training_naming_step_lr_inputs_and_parameter() {
     );
     assert!(text.contains("lr 1.000e-3, batch inputs NOT finite; the batch holds NaN/Inf inputs"), "{text}");
     assert!(model.fc.weight.equal(&before), "the bad step was not applied");
+
+    // Deferred: the bad step goes to the fused kernels with found_inf set; the next step
+    // reads the flag and stops with the same error.
+    let (at, deferred) = one_epoch_reading(&c, &mut l, &model, GuardRead::Deferred).unwrap_err();
+    assert_eq!(at, 1, "the deferred read stops at the step after the bad one");
+    assert_eq!(deferred.to_string(), text, "the same message as the immediate read");
+    assert!(model.fc.weight.equal(&before), "the kernel skipped the bad update on the device");
+    assert!(!model.conv1.weight.grad().defined(), "the gradients were cleared");
 }
 
 #[test]
@@ -125,6 +161,31 @@ fn skip_drops_only_the_bad_step_and_training_goes_on() {
     assert_eq!(counted, 16, "two good batches counted");
     assert!(!model.fc.weight.equal(&before), "the good steps trained");
     assert!(bool::try_from(model.fc.weight.isfinite().all()).unwrap());
+}
+
+#[test]
+fn the_deferred_read_skips_the_same_step_with_the_same_weights_as_the_immediate_read() {
+    let _lock = torch_rng_lock();
+    let mut results = Vec::new();
+    for read in [GuardRead::Immediate, GuardRead::Deferred] {
+        // A fresh loader each time: the NaN goes into the 5th sample loaded (first batch).
+        let tmp = temp_dir();
+        let (c, mut l) = setup(tmp.path(), Some(4), NonFiniteAction::Skip);
+        seed_everything(0);
+        let model = resnet18(3);
+        let counts = one_epoch_reading(&c, &mut l, &model, read).unwrap();
+        let weights: Vec<(String, tch::Tensor)> = torchlight_nn::named_parameters(&model)
+            .into_iter()
+            .map(|(n, p)| (n, p.detach().copy()))
+            .collect();
+        results.push((counts, weights));
+    }
+    let ((immediate, w0), (deferred, w1)) = (&results[0], &results[1]);
+    assert_eq!((immediate.0, immediate.1, immediate.2), (1, 3, 16), "one of three steps skipped");
+    assert_eq!(deferred, immediate, "skips, steps, samples counted and their mean loss");
+    for ((name, a), (_, b)) in w0.iter().zip(w1) {
+        assert!(a.equal(b), "{name} differs between the immediate and the deferred read");
+    }
 }
 
 #[test]
