@@ -12,8 +12,8 @@ use torchlight_data::seed::rng_from_seed;
 use torchlight_data::{Array, Collate, DefaultCollate};
 use torchlight_vision::{
     decode_bytes, decode_bytes_crop, hflip, image_dimensions_of_bytes, CenterCrop, Compose, CropBox,
-    DecodeOptions, Image, ImageFolder, Normalize, RandomResizedCrop, Resize, Sample, IMAGENET_MEAN,
-    IMAGENET_STD,
+    DecodeOptions, Image, ImageFolder, Normalize, RandomResizedCrop, Resize, Sample, Transform,
+    IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// The stages a pipeline reports, in order; `pytorch_bench.py` reports `to_tensor` and
