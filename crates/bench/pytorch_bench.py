@@ -290,6 +290,8 @@ ALLREDUCE_WORKLOADS = {"allreduce_2r_256kib": (64 << 10, 20), "allreduce_2r_25mi
 DDP_WORKLOADS = {"train_ddp_2r_resnet18_64_b16": (16, 64)}
 DDP_STEPS = 2
 DIST_TIMEOUT = timedelta(seconds=600)
+# How long the all-reduce peer gets to exit once told to stop.
+PEER_EXIT_S = 60
 _peer = None
 
 
@@ -359,11 +361,20 @@ class DdpTrain:
 
 
 def shutdown():
+    """Stops the all-reduce peer. Both ranks tear their group down at once (a peer left alone
+    in destroy_process_group was seen to wait for rank 0's forever), and a peer that has not
+    exited after PEER_EXIT_S is killed, so the bench never hangs here."""
     if _peer is not None:
         _command([0, 0, 0])
-        if _peer[0].wait() != 0:
-            raise RuntimeError("the all-reduce peer failed")
         dist.destroy_process_group()
+        try:
+            code = _peer[0].wait(timeout=PEER_EXIT_S)
+        except subprocess.TimeoutExpired:
+            _peer[0].kill()
+            _peer[0].wait()
+            raise RuntimeError(f"the all-reduce peer did not exit within {PEER_EXIT_S} s; killed it")
+        if code != 0:
+            raise RuntimeError("the all-reduce peer failed")
 
 
 def allreduce_peer():

@@ -149,6 +149,10 @@ struct Server {
     banner: String,
 }
 
+/// How long a bench server gets to exit after `quit` (the PyTorch one stops its all-reduce
+/// peer, which it gives 60 s).
+const SERVER_EXIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl Server {
     fn start(label: &'static str, mut cmd: Command) -> Result<Self> {
         let mut child = cmd
@@ -204,10 +208,29 @@ impl Server {
         self.banner.split_whitespace().find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
     }
 
+    /// Asks the server to quit and waits for it; one that has not exited after
+    /// [`SERVER_EXIT`] (its own peers' shutdown stuck, say) is killed with a line saying so, so
+    /// the measurements already taken still make the report.
     fn finish(mut self) {
         let _ = writeln!(self.stdin, "quit");
         drop(self.stdin);
-        let _ = self.child.wait();
+        let deadline = std::time::Instant::now() + SERVER_EXIT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) | Err(_) => return,
+                Ok(None) if std::time::Instant::now() >= deadline => {
+                    eprintln!(
+                        "xtask: the {} server had not exited {} s after `quit`; killed it",
+                        self.label,
+                        SERVER_EXIT.as_secs()
+                    );
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return;
+                }
+                Ok(None) => std::thread::sleep(std::time::Duration::from_millis(100)),
+            }
+        }
     }
 }
 
