@@ -134,6 +134,26 @@ fn gradient(w: usize, h: usize) -> Image {
     Image::new(w, h, 3, (0..w * h * 3).map(|v| (v * 7 % 251) as u8).collect())
 }
 
+/// `hflip` puts pixel `(x, y)` at `(w - 1 - x, y)` with its channels in order, for every
+/// channel count (odd and even widths).
+#[test]
+fn hflip_mirrors_every_pixel_for_any_channel_count() {
+    for (w, h, c) in [(5, 4, 3), (6, 3, 3), (7, 2, 1), (4, 2, 1), (1, 3, 3), (1, 2, 1)] {
+        let image = Image::new(w, h, c, (0..w * h * c).map(|v| (v * 7 % 251) as u8).collect());
+        let mut mirrored = image.clone();
+        hflip(&mut mirrored);
+        let (a, b) = (image.pixels(), mirrored.pixels());
+        for y in 0..h {
+            for x in 0..w {
+                for ch in 0..c {
+                    let at = |x: usize| (y * w + x) * c + ch;
+                    assert_eq!(b[at(w - 1 - x)], a[at(x)], "{w}x{h}x{c} at ({x}, {y}) channel {ch}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn flips_happen_half_the_time_and_mirror_exactly() {
     let image = gradient(5, 4);
