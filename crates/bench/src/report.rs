@@ -736,7 +736,10 @@ mod tests {
         assert_eq!(r.stages[0].ms_per_image["decode"], 2.0);
         let t = stage_tables(&r);
         assert!(
-            t.contains("| RandomResizedCrop(224): draw, crop and resize | 0.500 | 2.000 | 0.25 |"),
+            t.contains(
+                "| RandomResizedCrop(224): draw, crop and resize (Torchlight: resize the decoded box; \
+                 the draw is in decode) | 0.500 | 2.000 | 0.25 |"
+            ),
             "{t}"
         );
         // PyTorch's ToTensor + Normalize is the sum of its two stages, counted once in the total.
