@@ -28,8 +28,8 @@ use torchlight_vision::{
     IMAGENET_STD,
 };
 
-/// How much the rows measure: [`Plan::GPU`], or [`Plan::SMOKE`]'s toy sizes, with which the
-/// unit tests run every row on the CPU.
+/// How much the rows measure: [`Plan::GPU`], or the toy sizes of `Plan::SMOKE` (test builds
+/// only), with which the unit tests run every row on the CPU.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plan {
     /// The model of the training rows (`resnet50`; the smoke plan's is smaller).

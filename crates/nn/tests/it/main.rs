@@ -22,7 +22,9 @@ use std::sync::{Mutex, MutexGuard};
 use tch::{Kind, Tensor};
 
 /// Tests that draw from torch's global generator (random init, dropout) hold this lock, so
-/// that a test which seeds it sees only its own draws.
+/// that two of them never interleave their draws. It does not cover draws outside it (random
+/// init in a test that does not take it): a test that checks seeded draws exactly runs alone in a
+/// child process instead ([`alone_in_a_process`]).
 pub(crate) fn torch_rng_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
