@@ -9,6 +9,7 @@
 //! `apt-get install libgloo-dev`) or in a `TORCHLIGHT_GLOO_INCLUDE` of the user's own are used
 //! as they are. Only headers are used: nothing of gloo is linked (libtorch has its own gloo).
 
+use crate::cache::{install_into, unpack_deb, MARKER};
 use crate::libtorch::{cache_root, point_link};
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -17,8 +18,6 @@ use std::process::Command;
 
 /// The Debian package holding gloo's headers.
 const PACKAGE: &str = "libgloo-dev";
-/// The file that marks a cache folder complete (it holds what was installed).
-pub(crate) const MARKER: &str = ".torchlight-complete";
 /// The include folder inside the unpacked package, as `.cargo/config.toml` expects it.
 const INCLUDE_IN_PACKAGE: &str = "usr/include";
 /// What `.cargo/config.toml` sets `TORCHLIGHT_GLOO_INCLUDE` to, relative to the workspace.
@@ -60,30 +59,6 @@ fn user_include(root: &Path) -> Option<PathBuf> {
     (value != root.join(CONFIGURED)).then_some(value)
 }
 
-/// Fills `dir` through a `<dir>.partial` folder (with a `download` folder inside for
-/// `unpack`, removed after) and one rename, so an interrupted fetch never looks complete.
-/// `unpack(partial, download)` returns the marker text.
-pub(crate) fn install_into(dir: &Path, unpack: impl FnOnce(&Path, &Path) -> Result<String>) -> Result<()> {
-    let parent = dir.parent().context("cache directory has a parent")?;
-    fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-    let name = dir.file_name().context("cache directory has a name")?.to_string_lossy();
-    let partial = dir.with_file_name(format!("{name}.partial"));
-    if partial.exists() {
-        fs::remove_dir_all(&partial)
-            .with_context(|| format!("cannot remove the stale {}", partial.display()))?;
-    }
-    let download = partial.join("download");
-    fs::create_dir_all(&download)?;
-    let marker = unpack(&partial, &download)?;
-    fs::remove_dir_all(&download)?;
-    fs::write(partial.join(MARKER), marker)?;
-    if dir.exists() {
-        fs::remove_dir_all(dir).with_context(|| format!("cannot replace {}", dir.display()))?;
-    }
-    fs::rename(&partial, dir)
-        .with_context(|| format!("cannot move {} to {}", partial.display(), dir.display()))
-}
-
 fn fetch(dir: &Path) -> Result<()> {
     install_into(dir, |partial, download| {
         eprintln!("setup: fetching gloo's headers (Debian's {PACKAGE}, about 50 kB) with `apt-get download`");
@@ -116,16 +91,6 @@ fn fetch(dir: &Path) -> Result<()> {
         }
         Ok(format!("{}\n", deb.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()))
     })
-}
-
-/// Unpacks the Debian package `deb` into `into` (`dpkg-deb -x`; no root, nothing installed).
-pub(crate) fn unpack_deb(deb: &Path, into: &Path) -> Result<()> {
-    let status =
-        Command::new("dpkg-deb").arg("-x").arg(deb).arg(into).status().context("cannot run dpkg-deb")?;
-    if !status.success() {
-        bail!("`dpkg-deb -x {}` failed ({status})", deb.display());
-    }
-    Ok(())
 }
 
 /// The CUDA header wheels `ProcessGroupNCCL.hpp` needs beyond those the full libtorch install
@@ -182,29 +147,4 @@ fn fetch_cuda_headers(dir: &Path, wanted: &str) -> Result<()> {
         }
         Ok(wanted.to_string())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_install_is_complete_or_absent() {
-        let root = std::env::temp_dir().join(format!("xtask-install-{}", std::process::id()));
-        let dir = root.join("headers-1.0");
-        install_into(&dir, |partial, download| {
-            assert!(download.starts_with(partial) && download.is_dir());
-            fs::write(partial.join("a.h"), "// a")?;
-            Ok("v1\n".into())
-        })
-        .unwrap();
-        assert_eq!(fs::read_to_string(dir.join(MARKER)).unwrap(), "v1\n");
-        assert!(dir.join("a.h").is_file() && !dir.join("download").exists());
-        assert!(!root.join("headers-1.0.partial").exists());
-        // A failed fetch leaves the previous install in place and no marker for the new one.
-        let err = install_into(&dir, |_, _| bail!("no network")).unwrap_err().to_string();
-        assert!(err.contains("no network"));
-        assert_eq!(fs::read_to_string(dir.join(MARKER)).unwrap(), "v1\n");
-        fs::remove_dir_all(&root).unwrap();
-    }
 }

@@ -10,7 +10,7 @@
 //! `.libjpeg`, where `.cargo/config.toml` points `TORCHLIGHT_LIBJPEG_DIR`. Vision links the
 //! package's static `libjpeg.a`, so nothing is needed at run time.
 
-use crate::distributed::{install_into, unpack_deb, MARKER};
+use crate::cache::{install_into, unpack_deb, MARKER};
 use crate::libtorch::{cache_root, point_link};
 use anyhow::{bail, Result};
 use std::fs;

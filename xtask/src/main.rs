@@ -1,6 +1,7 @@
 //! `cargo xtask`: project automation (set-up of libtorch, the test run CI uses).
 
 mod bench;
+mod cache;
 mod demo;
 mod distributed;
 mod examples;
