@@ -487,9 +487,7 @@ impl Trainer {
                         self.show_batch(batch.len());
                     }
                     let micro = runner.forward_backward(model, task, &batch)?;
-                    for out in &micro.ready {
-                        train_metrics.update(&out.loss, &out.output, &out.target)?;
-                    }
+                    count_outputs(&mut train_metrics, &micro.ready)?;
                     index += 1;
                     epoch_samples += micro.samples as u64;
                     let stepped = micro.window_full || index as u64 == batches;
@@ -498,9 +496,7 @@ impl Trainer {
                     }
                     state.position.batch = index as u64;
                     if stepped && self.settle_before_save(state.position.global_step) {
-                        for out in runner.settle(module)? {
-                            train_metrics.update(&out.loss, &out.output, &out.target)?;
-                        }
+                        count_outputs(&mut train_metrics, &runner.settle(module)?)?;
                     }
                     let running_loss = if index % self.log_every == 0 && train_metrics.samples() > 0 {
                         let loss = train_metrics.running_loss();
@@ -524,9 +520,7 @@ impl Trainer {
                     if let Some(signal) = self.agreed_signal(signals.as_ref())? {
                         drop(it);
                         // The checkpoint saved on interrupt counts the last window.
-                        for out in runner.settle(module)? {
-                            train_metrics.update(&out.loss, &out.output, &out.target)?;
-                        }
+                        count_outputs(&mut train_metrics, &runner.settle(module)?)?;
                         return Err(self.interrupt(&mut state, optimizer, &runner, &train_metrics, signal));
                     }
                 }
@@ -538,9 +532,7 @@ impl Trainer {
             }
             // A deferred non-finite check is read here at the latest: the epoch's metrics,
             // skip count and checkpoint see every step.
-            for out in runner.settle(module)? {
-                train_metrics.update(&out.loss, &out.output, &out.target)?;
-            }
+            count_outputs(&mut train_metrics, &runner.settle(module)?)?;
             state.position.batch = batches;
             if let Some(d) = self.distributed.as_deref() {
                 train_metrics.reduce(d)?;
@@ -692,9 +684,7 @@ impl Trainer {
         }
         self.hook(state, optimizer, runner, metrics, |c, ctx| c.on_before_optimizer_step(ctx))?;
         let done = runner.optimizer_step(state.module, optimizer)?;
-        for out in &done.ready {
-            metrics.update(&out.loss, &out.output, &out.target)?;
-        }
+        count_outputs(metrics, &done.ready)?;
         if let Some((s, Interval::Step)) = self.scheduler.as_mut() {
             s.step(optimizer)?;
         }
@@ -871,6 +861,15 @@ impl Trainer {
 }
 
 /// The loop's own part of a checkpoint: the history, the callbacks' states and the run length.
+/// Counts the outputs of finished steps (a window's, or those a deferred non-finite check held
+/// back until it was read) in `metrics`.
+fn count_outputs(metrics: &mut MetricSet, outputs: &[StepOutput]) -> Result<()> {
+    for out in outputs {
+        metrics.update(&out.loss, &out.output, &out.target)?;
+    }
+    Ok(())
+}
+
 fn loop_state(state: &LoopState<'_>) -> serde_json::Value {
     json!({
         "epochs": state.position.epochs,
