@@ -14,10 +14,13 @@ pub fn hflip(image: &mut Image) {
         return;
     }
     for row in image.pixels_mut().chunks_exact_mut(w * c) {
-        // Whole pixels reversed as fixed-size elements (the compiler moves each in one go);
-        // an `Image` has 1 or 3 channels.
+        // Whole pixels swapped end for end, three bytes at a time; an `Image` has 1 or 3
+        // channels.
         if c == 3 {
-            row.as_chunks_mut::<3>().0.reverse();
+            for x in 0..w / 2 {
+                let (left, right) = row.split_at_mut((w - 1 - x) * 3);
+                left[x * 3..x * 3 + 3].swap_with_slice(&mut right[..3]);
+            }
         } else {
             row.reverse();
         }
