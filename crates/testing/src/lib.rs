@@ -5,6 +5,9 @@
 //! (torchvision-saved ResNet weights, their gradients). A fixture folder is keyed by a hash of
 //! the generating script and its arguments, so editing the script regenerates it, and lives in
 //! the system temp dir, so every clone on a machine shares it.
+//!
+//! Also [`alone_in_a_process`], for a test that must see only its own draws from torch's
+//! global generator.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -114,4 +117,29 @@ pub fn run_reference_script(script: &str, args: &[&str]) -> Result<String, Strin
             String::from_utf8_lossy(&output.stderr)
         ))
     }
+}
+
+/// Runs the test `path` (e.g. `module::test_name`) alone in a child process of the running test
+/// binary, for a test that must see exactly the draws it seeded from torch's process-wide
+/// generator: a lock orders only the tests that take it, and random init or dropout in any
+/// other test of the binary draws too. Returns `true` in the child, where the test's body runs;
+/// in the parent it waits for the child, fails with its output if it failed, and returns
+/// `false`. Use it as `if !alone_in_a_process("module::test") { return; }`.
+///
+/// # Panics
+/// In the parent, when the child fails or does not run exactly that one test.
+pub fn alone_in_a_process(path: &str) -> bool {
+    const CHILD: &str = "TORCHLIGHT_TEST_ALONE";
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = Command::new(exe)
+        .args(["--exact", path, "--test-threads=1", "--nocapture"])
+        .env(CHILD, "1")
+        .output()
+        .expect("the test binary runs again");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("1 passed"), "{path} alone in a process:\n{text}");
+    false
 }

@@ -6,6 +6,13 @@ use torchlight_tensor::seed_everything;
 
 #[test]
 fn four_epochs_straight_equal_two_then_resume_then_two_bit_for_bit() {
+    // Bit-for-bit needs exactly the draws seeded here (init, dropout): other tests of this
+    // binary create models without the lock (the kill tests' resnets), so it runs alone.
+    if !torchlight_testing::alone_in_a_process(
+        "resume::four_epochs_straight_equal_two_then_resume_then_two_bit_for_bit",
+    ) {
+        return;
+    }
     let _lock = torch_rng_lock();
     seed_everything(0);
     let mut straight = Run::new(0);

@@ -30,26 +30,7 @@ pub(crate) fn torch_rng_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Runs the test `path` (e.g. `module::test_name`) alone in a child process of this test
-/// binary, for a test that must see exactly the draws it seeded from torch's global generator:
-/// the lock above orders only the tests that take it, and random init in other tests draws too.
-/// Returns `true` in the child, where the test's body runs; in the parent it waits for the
-/// child, fails with its output if it failed, and returns `false`.
-pub(crate) fn alone_in_a_process(path: &str) -> bool {
-    const CHILD: &str = "TORCHLIGHT_NN_TEST_ALONE";
-    if std::env::var_os(CHILD).is_some() {
-        return true;
-    }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = std::process::Command::new(exe)
-        .args(["--exact", path, "--test-threads=1", "--nocapture"])
-        .env(CHILD, "1")
-        .output()
-        .expect("the test binary runs again");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && text.contains("1 passed"), "{path} alone in a process:\n{text}");
-    false
-}
+pub(crate) use torchlight_testing::alone_in_a_process;
 
 pub(crate) fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
