@@ -74,10 +74,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| std::env::temp_dir().join("tl-custom-model"));
     let _ = std::fs::remove_dir_all(&out);
     seed_everything(0);
-    let model = SmallCnn::new(3);
+    let mut model = SmallCnn::new(3);
     println!("{}", torchlight::nn::summary_table(&model));
 
-    let train_with = |epochs: u64, resume: bool| -> Result<FitSummary, Box<dyn std::error::Error>> {
+    let mut train_with = |epochs: u64, resume: bool| -> Result<FitSummary, Box<dyn std::error::Error>> {
         let mut optimizer =
             AdamW::new(vec![ParamGroup::new(named_parameters(&model), AdamConfig::adamw().with_lr(1e-2))])?;
         let mut builder = Trainer::builder().epochs(epochs).run_dir(&out).seed(0);
@@ -86,7 +86,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let mut trainer = builder.build()?;
         let (mut train, mut val) = (loader(384, true)?, loader(48, false)?);
-        Ok(trainer.fit(&model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val))?)
+        Ok(trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val))?)
     };
     // Three epochs, then three more resumed from the run folder's `last` checkpoint.
     train_with(3, false)?;

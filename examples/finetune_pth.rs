@@ -11,8 +11,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use torchlight::prelude::*;
-use torchlight::train::synthetic::{write_image_folder, Shape, SyntheticSpec};
-use torchlight::train::{eval_transform, train_transform, BackboneFinetuning};
+use torchlight::recipes::image::{eval_transform, train_transform};
+use torchlight::recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
+use torchlight::train::BackboneFinetuning;
 use torchlight::vision::SplitFolders;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -45,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let size = 64;
 
     // The pretrained backbone and a new head: every key but `fc.*` must load.
-    let model = resnet18(3);
+    let mut model = resnet18(3);
     let report = load_weights(&model, &weights, &LoadOptions::strict().skip("fc."))?;
     println!("loaded {} tensors from {}", report.loaded.len(), weights.display());
     torchlight::nn::to_device(&model, device);
@@ -75,7 +76,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .run_dir(work.join("run"))
         .callback(BackboneFinetuning::new(1, "fc."))
         .build()?;
-    let summary = trainer.fit(&model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val))?;
+    let summary =
+        trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val))?;
     if let Some((acc, epoch)) = summary.best {
         println!("best val_acc {acc:.3} at epoch {epoch}; run folder {}", work.join("run").display());
     }

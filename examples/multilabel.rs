@@ -32,7 +32,7 @@ fn data(n: usize, seed: u64) -> Tags {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     seed_everything(0);
-    let model = Sequential::new().add(Linear::new(6, 32, true)).add(ReLU).add(Linear::new(32, 4, true));
+    let mut model = Sequential::new().add(Linear::new(6, 32, true)).add(ReLU).add(Linear::new(32, 4, true));
     let mut optimizer =
         AdamW::new(vec![ParamGroup::new(named_parameters(&model), AdamConfig::adamw().with_lr(1e-2))])?;
     let loader = |tags, train| -> Result<_, torchlight::data::DataError> {
@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (mut train, mut val) = (loader(data(512, 1), true)?, loader(data(128, 2), false)?);
     let mut trainer = Trainer::builder().epochs(12).build()?;
-    let summary = trainer.fit(&model, &MultiLabel::new(), &mut optimizer, &mut train, Some(&mut val))?;
+    let summary = trainer.fit(&mut model, &MultiLabel::new(), &mut optimizer, &mut train, Some(&mut val))?;
     let last = summary.history.last().expect("trained");
     let (f1, map) = (last.get("val_f1").unwrap_or(f64::NAN), last.get("val_map").unwrap_or(f64::NAN));
     println!("val F1 {f1:.3}, mAP {map:.3}");

@@ -27,7 +27,7 @@ impl Dataset for Curve {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     seed_everything(0);
-    let model = Sequential::new().add(Linear::new(2, 64, true)).add(Tanh).add(Linear::new(64, 1, true));
+    let mut model = Sequential::new().add(Linear::new(2, 64, true)).add(Tanh).add(Linear::new(64, 1, true));
     let mut optimizer =
         AdamW::new(vec![ParamGroup::new(named_parameters(&model), AdamConfig::adamw().with_lr(1e-2))])?;
     let loader = |n, offset, train| -> Result<_, torchlight::data::DataError> {
@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = std::fs::remove_dir_all(&dir);
     let mut trainer = Trainer::builder().epochs(30).run_dir(&dir).build()?;
     let task = Regression::new(RegressionLoss::Huber { delta: 0.5 });
-    let summary = trainer.fit(&model, &task, &mut optimizer, &mut train, Some(&mut val))?;
+    let summary = trainer.fit(&mut model, &task, &mut optimizer, &mut train, Some(&mut val))?;
     let (mae, epoch) = summary.best.expect("validation ran");
     println!("best val MAE {mae:.4} at epoch {epoch}; curves in {}", dir.join("curves.png").display());
     if mae > 0.1 {

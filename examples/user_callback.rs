@@ -69,7 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let batches = |from: i64, len: i64| -> Vec<(Tensor, Tensor)> {
         (0..len / 20).map(|b| (x.narrow(0, from + b * 20, 20), y.narrow(0, from + b * 20, 20))).collect()
     };
-    let model = Linear::new(3, 2, true);
+    let mut model = Linear::new(3, 2, true);
     let mut optimizer =
         AdamW::new(vec![ParamGroup::new(named_parameters(&model), AdamConfig::adamw().with_lr(0.05))])?;
     let dir = std::env::temp_dir().join("tl-user-callback");
@@ -81,7 +81,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let mut train = InMemory(batches(0, 160));
     let mut val = InMemory(batches(160, 40));
-    let summary = trainer.fit(&model, &Classification::new(2), &mut optimizer, &mut train, Some(&mut val))?;
+    let summary =
+        trainer.fit(&mut model, &Classification::new(2), &mut optimizer, &mut train, Some(&mut val))?;
     println!("stopped after {} epochs: {:?}", summary.epochs, summary.stopped_early);
     println!("TensorBoard: tensorboard --logdir {}", dir.display());
     Ok(())

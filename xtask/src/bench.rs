@@ -108,7 +108,7 @@ const WORKLOADS: &[Workload] = &[
     },
     Workload {
         name: "train_e2e_resnet18_32_w2",
-        description: "end to end: a whole `torchlight train` run (`torchlight_train::fit`: resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, 10% validation split evaluated each epoch, checkpoint each epoch, 2 epochs) vs the same recipe as a plain PyTorch script (torchvision transforms, DataLoader num_workers=2, torch.save each epoch); images/s is the inverse ratio",
+        description: "end to end: a whole `torchlight train` run (`torchlight_recipes::image::fit`: resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, 10% validation split evaluated each epoch, checkpoint each epoch, 2 epochs) vs the same recipe as a plain PyTorch script (torchvision transforms, DataLoader num_workers=2, torch.save each epoch); images/s is the inverse ratio",
         heavy: true,
     },
     Workload {

@@ -13,7 +13,10 @@
 //!    in the project, `torchlight-build` in its build script), depending on the crates by
 //!    path and version as a published crate would, builds, runs a forward pass and its test;
 //! 4. the same project before set-up: with `LIBTORCH` naming no libtorch, the build stops in
-//!    one line saying what to run, before torch-sys's C++ build starts.
+//!    one line saying what to run, before torch-sys's C++ build starts;
+//! 5. the loop without the recipes: `torchlight-train`, and the facade with its `train` feature
+//!    alone, have neither `torchlight-recipes` nor `torchlight-vision` nor `toml` in their
+//!    dependency trees (`cargo tree`, nothing built).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -26,6 +29,7 @@ const FACADE_FEATURES: &[&str] = &["data", "vision", "nn"];
 /// Runs the four checks in order, printing what each cost.
 pub fn check(root: &Path, target: &Path, cargo: fn() -> Command) -> Result<()> {
     timed("no-libtorch crates", || no_libtorch(root, cargo))?;
+    timed("loop without the recipes", || loop_without_recipes(root, cargo))?;
     timed("facade feature matrix", || facade_features(root, cargo))?;
     let project = timed("external project", || external_project(root, target, cargo))?;
     timed("missing-libtorch message", || missing_libtorch(root, &project, cargo))?;
@@ -84,6 +88,31 @@ fn no_libtorch(root: &Path, cargo: fn() -> Command) -> Result<()> {
     }
     test.env("LIBTORCH", root.join("target/no-libtorch-here"));
     run(test, "the no-libtorch tests (vision, data without tch, base)").map(drop)
+}
+
+/// The crates a library loop must not pull in: the recipes, image folders and config files.
+const RECIPE_ONLY: &[&str] = &["torchlight-recipes", "torchlight-vision", "toml"];
+
+/// `torchlight-train` and the facade with `train` alone: none of [`RECIPE_ONLY`] in their trees.
+fn loop_without_recipes(root: &Path, cargo: fn() -> Command) -> Result<()> {
+    let trees: [(&str, &[&str]); 2] = [
+        ("torchlight-train", &["-p", "torchlight-train"]),
+        (
+            "the facade with `train` alone",
+            &["-p", "torchlight", "--no-default-features", "--features", "train"],
+        ),
+    ];
+    for (what, args) in trees {
+        let mut tree = cargo();
+        tree.current_dir(root).args(["tree", "--quiet", "-e", "normal,build", "--prefix", "none"]).args(args);
+        let text = run(tree, &format!("cargo tree of {what}"))?;
+        for line in text.lines() {
+            if let Some(name) = RECIPE_ONLY.iter().find(|n| line.starts_with(&format!("{n} v"))) {
+                bail!("{what} must not depend on {name} (a recipe's dependency), but its tree has `{line}`");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `cargo build -p torchlight --no-default-features --features F` for each feature, and none.

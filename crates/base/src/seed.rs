@@ -10,13 +10,17 @@
 //! derive(base, p+k) = mix(derive(base, p) ^ mix(k + 0x9E3779B97F4A7C15))
 //! epoch_seed(base, epoch)          = derive(base, [STREAM_EPOCH, epoch])
 //! sample_seed(base, epoch, index)  = derive(base, [STREAM_SAMPLE, epoch, index])
+//! batch_seed(base, rank, epoch, b)  = derive(base, [STREAM_BATCH, rank, epoch, b])
 //! ```
 //!
 //! A shuffling sampler draws its epoch's permutation from `epoch_seed`, and a random
 //! transform draws from `sample_seed`, so a resumed run sees the same order and the same
-//! augmentations, and `num_workers = 0` and `= 4` produce identical batches.
+//! augmentations, and `num_workers = 0` and `= 4` produce identical batches. A transform of
+//! whole training batches (Mixup, CutMix) draws from `batch_seed`, per rank of a
+//! data-parallel run, so a resumed run mixes the same batches the same way.
 //!
-//! The stream tags ([`STREAM_EPOCH`], [`STREAM_SAMPLE`], [`STREAM_GLOBAL`], [`STREAM_SPLIT`])
+//! The stream tags ([`STREAM_EPOCH`], [`STREAM_SAMPLE`], [`STREAM_GLOBAL`], [`STREAM_SPLIT`],
+//! [`STREAM_BATCH`])
 //! are listed here, in one place, so that no two uses of one base seed draw the same stream.
 //!
 //! Torch's own generators are not here: `torchlight_tensor::seed_everything` seeds them and
@@ -39,6 +43,8 @@ pub const STREAM_GLOBAL: u64 = 3;
 /// Stream tag for dataset splits: `derive_seed(seed, [STREAM_SPLIT])` seeds
 /// `torchlight_data::random_split`, `derive_seed(seed, [STREAM_SPLIT, 1])` the stratified split.
 pub const STREAM_SPLIT: u64 = 4;
+/// Stream tag for per-batch seeds (the Trainer's batch transform: Mixup, CutMix).
+pub const STREAM_BATCH: u64 = 5;
 
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -65,6 +71,12 @@ pub fn epoch_seed(base: u64, epoch: u64) -> u64 {
 /// The seed of sample `index`'s random transforms in epoch `epoch`.
 pub fn sample_seed(base: u64, epoch: u64, index: u64) -> u64 {
     derive_seed(base, &[STREAM_SAMPLE, epoch, index])
+}
+
+/// The seed of the batch transform for batch `batch` (0-based, within the epoch) of epoch
+/// `epoch` on data-parallel rank `rank` (0 when not distributed).
+pub fn batch_seed(base: u64, rank: u64, epoch: u64, batch: u64) -> u64 {
+    derive_seed(base, &[STREAM_BATCH, rank, epoch, batch])
 }
 
 /// A generator seeded with `seed`.
@@ -113,12 +125,13 @@ mod tests {
         // shuffles and augmentations.
         assert_eq!(derive_seed(0, &[]), 0xE220_A839_7B1D_CDAF);
         assert_eq!(epoch_seed(42, 0), derive_seed(42, &[STREAM_EPOCH, 0]));
-        let pinned = [epoch_seed(42, 3), sample_seed(42, 3, 17)];
-        assert_eq!(pinned, [EPOCH_42_3, SAMPLE_42_3_17]);
+        let pinned = [epoch_seed(42, 3), sample_seed(42, 3, 17), batch_seed(42, 0, 3, 17)];
+        assert_eq!(pinned, [EPOCH_42_3, SAMPLE_42_3_17, BATCH_42_0_3_17]);
     }
 
     const EPOCH_42_3: u64 = 0x1558D9D87CFF1D69;
     const SAMPLE_42_3_17: u64 = 0xA8F20D249B5CE740;
+    const BATCH_42_0_3_17: u64 = 0x450D_08D3_53E2_279A;
 
     #[test]
     fn streams_and_positions_do_not_collide() {
@@ -127,9 +140,11 @@ mod tests {
             assert!(seen.insert(epoch_seed(7, epoch)));
             for index in 0..200 {
                 assert!(seen.insert(sample_seed(7, epoch, index)));
+                assert!(seen.insert(batch_seed(7, 0, epoch, index)));
+                assert!(seen.insert(batch_seed(7, 1, epoch, index)));
             }
         }
-        let tags = [STREAM_EPOCH, STREAM_SAMPLE, STREAM_GLOBAL, STREAM_SPLIT];
+        let tags = [STREAM_EPOCH, STREAM_SAMPLE, STREAM_GLOBAL, STREAM_SPLIT, STREAM_BATCH];
         let distinct: std::collections::HashSet<u64> = tags.into_iter().collect();
         assert_eq!(distinct.len(), tags.len(), "stream tags must be distinct");
     }

@@ -131,7 +131,7 @@ impl Workload for Pipeline {
 /// A registered architecture with 10 classes for 224-pixel images, initialised as torchvision.
 fn backbone(name: &str) -> Result<Box<dyn Module>> {
     let arch = architecture(name).with_context(|| format!("{name} is not registered"))?;
-    Ok((arch.build)(ModelSpec::new(10, 224), LayerOptions::default())?)
+    Ok(arch.build(ModelSpec::new(10, 224), LayerOptions::default())?)
 }
 
 /// Forward + cross-entropy + backward + AdamW step, train mode.
@@ -243,12 +243,12 @@ impl Workload for CheckpointIo {
 /// Epochs of the end-to-end run (the image count already differs between quick and full mode).
 const E2E_EPOCHS: usize = 2;
 
-/// A whole `torchlight train` run (the recipe behind the CLI, `torchlight_train::fit`):
+/// A whole `torchlight train` run (the recipe behind the CLI, `torchlight_recipes::image::fit`):
 /// resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, a seeded 10% validation split
 /// evaluated every epoch, checkpoints, logs and curves written, for [`E2E_EPOCHS`] epochs. The
 /// small images make the loader and the per-step overhead, not the model, the cost.
 struct EndToEnd {
-    config: torchlight_train::TrainConfig,
+    config: torchlight_recipes::TrainConfig,
 }
 
 impl EndToEnd {
@@ -261,7 +261,7 @@ impl EndToEnd {
             let _ = std::fs::remove_file(&train);
             std::os::unix::fs::symlink(&env.data, &train).with_context(|| format!("{}", train.display()))?;
         }
-        let mut config = torchlight_train::TrainConfig::default();
+        let mut config = torchlight_recipes::TrainConfig::default();
         config.data.root = root;
         config.data.image_size = 32;
         config.data.workers = 2;
@@ -276,7 +276,8 @@ impl EndToEnd {
 
 impl Workload for EndToEnd {
     fn run(&mut self) -> Result<()> {
-        let summary = torchlight_train::fit(self.config.clone(), &torchlight_train::Progress::quiet())?;
+        let summary =
+            torchlight_recipes::image::fit(self.config.clone(), &torchlight_train::Progress::quiet())?;
         // Each repetition is a new run folder; keep the scratch space from growing.
         std::fs::remove_dir_all(&summary.run_dir)
             .with_context(|| format!("{}", summary.run_dir.display()))?;

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use std::path::PathBuf;
-use torchlight_train::synthetic::{write_image_folder, Shape, SyntheticSpec};
+use torchlight_recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
 
 /// Options of `torchlight demo-data`.
 #[derive(clap::Args)]

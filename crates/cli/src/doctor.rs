@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
-use torchlight_train::{doctor, DoctorOptions, Status, TrainConfig};
+use torchlight_recipes::{doctor, DoctorOptions, Status, TrainConfig};
 
 /// Options of `torchlight doctor`.
 #[derive(clap::Args)]

@@ -6,8 +6,9 @@ use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::Subset;
+use torchlight_recipes::image::{eval_transform, evaluate, loader};
 use torchlight_tensor::DeviceSpec;
-use torchlight_train::{eval_transform, evaluate, loader, plot_confusion_matrix, Progress};
+use torchlight_train::{plot_confusion_matrix, Progress};
 use torchlight_vision::ImageFolder;
 
 /// Options of `torchlight eval`.
@@ -51,7 +52,7 @@ pub fn run(args: Args) -> Result<()> {
     let split = Subset::new(Arc::new(folder), (0..n).collect())?;
     let mut batches = loader(split, config, false, device)?;
     let progress = if args.json { Progress::quiet() } else { Progress::auto() };
-    let m = evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress, "eval")?;
+    let m = evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?;
     if let Some(png) = &args.confusion_png {
         plot_confusion_matrix(&m.confusion, classes, png)?;
     }

@@ -6,7 +6,7 @@ use anyhow::Result;
 use std::path::PathBuf;
 use tch::{Device, Kind, Tensor};
 use torchlight_export::{export_onnx, export_torchscript, OnnxOptions, Preprocessing};
-use torchlight_train::eval_resize;
+use torchlight_recipes::image::eval_resize;
 use torchlight_vision::{IMAGENET_MEAN, IMAGENET_STD};
 
 /// The formats `torchlight export` writes.

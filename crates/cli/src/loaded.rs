@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use tch::Device;
 use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::Module;
-use torchlight_train::ModelCard;
+use torchlight_recipes::ModelCard;
 
 pub struct Loaded {
     pub model: Box<dyn Module>,

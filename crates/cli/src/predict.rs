@@ -7,8 +7,8 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 use torchlight_export::load_torchscript;
+use torchlight_recipes::image::eval_transform;
 use torchlight_tensor::{no_grad, seed::rng_from_seed, DeviceSpec};
-use torchlight_train::eval_transform;
 use torchlight_vision::{decode_file_with, DecodeOptions, Sample, Transform, DEFAULT_MAX_IMAGE_PIXELS};
 
 /// Options of `torchlight predict`.

@@ -29,9 +29,9 @@ pub fn run(args: Args) -> Result<()> {
     let arch = architecture(&args.model).ok_or_else(|| {
         anyhow!("unknown model `{}`; one of {}", args.model, architecture_names().join(", "))
     })?;
-    let model = (arch.build)(ModelSpec::new(args.num_classes, args.image_size), LayerOptions::default())?;
+    let model = arch.build(ModelSpec::new(args.num_classes, args.image_size), LayerOptions::default())?;
     if args.frozen_backbone {
-        freeze_all_but(model.as_ref(), arch.head);
+        freeze_all_but(model.as_ref(), arch.head());
     }
     outln!("{}", summary_table(model.as_ref()).trim_end_matches('\n'))?;
     let count = count_parameters(model.as_ref());

@@ -3,7 +3,9 @@
 use crate::distributed;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
-use torchlight_train::{fit, fit_distributed, resume, resume_distributed, Progress, TrainConfig, TrainError};
+use torchlight_recipes::image::{fit, fit_distributed, resume, resume_distributed};
+use torchlight_recipes::{RecipeError, TrainConfig};
+use torchlight_train::{Progress, TrainError};
 
 /// Options of `torchlight train`; each flag overrides the config file's value.
 #[derive(clap::Args)]
@@ -122,8 +124,9 @@ pub fn run(mut args: Args) -> Result<()> {
     match result {
         Ok(summary) if main => report(&summary),
         Ok(_) => Ok(()),
-        Err(TrainError::Interrupted { .. }) if !main => std::process::exit(130),
-        Err(TrainError::Interrupted { signal, epoch, step, checkpoint }) => {
+        Err(e) if !main && matches!(e.as_train(), Some(TrainError::Interrupted { .. })) => std::process::exit(130),
+        Err(RecipeError::Train(e)) if matches!(*e, TrainError::Interrupted { .. }) => {
+            let TrainError::Interrupted { signal, epoch, step, checkpoint } = *e else { unreachable!() };
             eprintln!("interrupted by {signal} in epoch {epoch} after step {step}");
             match checkpoint.as_deref().and_then(run_folder_of) {
                 Some(run) => eprintln!("saved; resume with: torchlight train --resume {}", run.display()),
@@ -192,7 +195,7 @@ fn config_from(args: &Args, sets: &[(String, String)]) -> Result<TrainConfig> {
     Ok(config)
 }
 
-fn report(summary: &torchlight_train::RunSummary) -> Result<()> {
+fn report(summary: &torchlight_recipes::RunSummary) -> Result<()> {
     println!("run folder:      {}", summary.run_dir.display());
     println!("best val acc:    {:.4} (epoch {})", summary.best_val_acc, summary.best_epoch);
     if let Some(acc) = summary.test_acc {

@@ -212,6 +212,9 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn as_any(&self) -> &dyn ::std::any::Any {
                 self
             }
+            fn as_any_mut(&mut self) -> &mut dyn ::std::any::Any {
+                self
+            }
         }
     })
 }

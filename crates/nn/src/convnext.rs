@@ -158,10 +158,25 @@ impl ConvNeXt {
     }
 }
 
+impl ConvNeXt {
+    /// The pooled features `[N, C, 1, 1]` the classifier (LayerNorm2d, Flatten, Linear) reads.
+    pub fn features_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        self.avgpool.forward_t(&self.features.forward_t(xs, train), train)
+    }
+}
+
 impl ModuleT for ConvNeXt {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let x = self.avgpool.forward_t(&self.features.forward_t(xs, train), train);
-        self.classifier.forward_t(&x, train)
+        self.classifier.forward_t(&self.features_t(xs, train), train)
+    }
+}
+
+impl crate::classifier::Classifier for ConvNeXt {
+    fn features_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        ConvNeXt::features_t(self, xs, train)
+    }
+    fn head(&self) -> &dyn Module {
+        &self.classifier
     }
 }
 

@@ -341,6 +341,15 @@ impl ModuleT for EfficientNet {
     }
 }
 
+impl crate::classifier::Classifier for EfficientNet {
+    fn features_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        EfficientNet::features_t(self, xs, train)
+    }
+    fn head(&self) -> &dyn Module {
+        &self.classifier
+    }
+}
+
 /// The EfficientNet-B stages at a width and depth multiplier (torchvision's
 /// `_efficientnet_conf("efficientnet_bX")`).
 pub fn efficientnet_b_setting(width_mult: f64, depth_mult: f64) -> Vec<MBConvConfig> {

@@ -86,6 +86,14 @@ pub enum NnError {
         /// The shapes and what was expected.
         detail: String,
     },
+    /// A model with several inputs was not given one it needs.
+    #[error("the batch has no input `{name}`; it has {}", if available.is_empty() { "none".to_string() } else { available.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ") })]
+    MissingInput {
+        /// The input asked for.
+        name: String,
+        /// The inputs the batch has.
+        available: Vec<String>,
+    },
 }
 
 fn hint_text(hint: &Option<String>) -> String {

@@ -57,6 +57,7 @@ pub mod __derive;
 mod activation;
 mod attention;
 mod batch_norm;
+mod classifier;
 mod conv;
 mod conv_norm_activation;
 mod convnext;
@@ -65,6 +66,7 @@ mod efficientnet;
 mod error;
 mod flatten;
 pub mod init;
+mod inputs;
 mod layer_norm;
 mod linear;
 mod loss;
@@ -89,6 +91,7 @@ mod vision_transformer;
 pub use activation::{Hardsigmoid, Hardswish, LeakyReLU, ReLU, ReLU6, SiLU, Sigmoid, Tanh, GELU};
 pub use attention::MultiheadAttention;
 pub use batch_norm::{BatchNorm2d, BatchNormConfig};
+pub use classifier::{classifier_of, Classifier};
 pub use conv::{Conv2d, Conv2dConfig};
 pub use conv_norm_activation::{Conv2dNormActivation, Norm};
 pub use convnext::{
@@ -104,6 +107,7 @@ pub use efficientnet::{
 };
 pub use error::{NnError, Result};
 pub use flatten::{Flatten, Identity, Permute};
+pub use inputs::{Inputs, MultiInput};
 pub use layer_norm::{LayerNorm, LayerNorm2d};
 pub use linear::Linear;
 pub use loss::{BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, Reduction};
@@ -114,14 +118,17 @@ pub use mobilenetv3::{
 };
 pub use module::{
     count_parameters, freeze, freeze_all_but, named_buffers, named_parameters, named_tensors, state_dict,
-    summary_table, to_device, unfreeze, visit_modules, Module, OwnTensor, ParamCount, Role,
+    summary_table, to_device, unfreeze, visit_modules, visit_modules_mut, Module, OwnTensor, ParamCount,
+    Role,
 };
 pub use module_dict::ModuleDict;
 pub use module_list::ModuleList;
 pub use options::LayerOptions;
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use pth::{read_pth, read_pth_checkpoint, STATE_DICT_ENTRIES};
-pub use registry::{architecture, architecture_names, register_architecture, Architecture, ModelSpec};
+pub use registry::{
+    architecture, architecture_names, register_architecture, Architecture, BuildFn, ClassifierFn, ModelSpec,
+};
 pub use resnet::{
     resnet101, resnet101_on, resnet152, resnet152_on, resnet18, resnet18_on, resnet34, resnet34_on, resnet50,
     resnet50_on, resnet_by_name, resnet_by_name_on, BasicBlock, BlockKind, Bottleneck, ResNet,

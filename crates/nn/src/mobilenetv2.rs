@@ -134,6 +134,15 @@ impl ModuleT for MobileNetV2 {
     }
 }
 
+impl crate::classifier::Classifier for MobileNetV2 {
+    fn features_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        MobileNetV2::features_t(self, xs, train)
+    }
+    fn head(&self) -> &dyn Module {
+        &self.classifier
+    }
+}
+
 /// `torchvision.models.mobilenet_v2(num_classes=...)`: 3.5M parameters at 1000 classes.
 pub fn mobilenet_v2(num_classes: i64) -> MobileNetV2 {
     mobilenet_v2_on(num_classes, LayerOptions::default())

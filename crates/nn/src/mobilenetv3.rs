@@ -253,6 +253,15 @@ impl ModuleT for MobileNetV3 {
     }
 }
 
+impl crate::classifier::Classifier for MobileNetV3 {
+    fn features_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        MobileNetV3::features_t(self, xs, train)
+    }
+    fn head(&self) -> &dyn Module {
+        &self.classifier
+    }
+}
+
 /// `torchvision.models.mobilenet_v3_large(num_classes=...)`: 5.5M parameters at 1000 classes.
 pub fn mobilenet_v3_large(num_classes: i64) -> MobileNetV3 {
     mobilenet_v3_large_on(num_classes, LayerOptions::default())

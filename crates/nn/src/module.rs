@@ -67,6 +67,10 @@ pub trait Module: tch::nn::ModuleT + Any {
 
     /// `self` as `Any`, for `isinstance`-style checks: `m.as_any().downcast_ref::<Conv2d>()`.
     fn as_any(&self) -> &dyn Any;
+
+    /// `self` as mutable `Any`, to change a layer found by its type
+    /// (`m.as_any_mut().downcast_mut::<Dropout>()`; see [`visit_modules_mut`]).
+    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 /// A boxed module is a module: containers hold `Box<dyn Module>`, and downcasts through
@@ -92,6 +96,9 @@ impl Module for Box<dyn Module> {
     }
     fn as_any(&self) -> &dyn Any {
         (**self).as_any()
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        (**self).as_any_mut()
     }
 }
 
@@ -138,6 +145,19 @@ pub fn visit_modules(module: &dyn Module, f: &mut dyn FnMut(&str, &dyn Module)) 
     fn walk(path: &str, m: &dyn Module, f: &mut dyn FnMut(&str, &dyn Module)) {
         f(path, m);
         for (name, child) in m.children() {
+            walk(&join(path, &name), child, f);
+        }
+    }
+    walk("", module, f);
+}
+
+/// [`visit_modules`] with mutable access: `f(path, module)` for `module` and every descendant,
+/// parents first, through [`Module::children_mut`] (how a callback changes a layer of a model
+/// it holds, e.g. every `Dropout`'s `p`).
+pub fn visit_modules_mut(module: &mut dyn Module, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+    fn walk(path: &str, m: &mut dyn Module, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        f(path, m);
+        for (name, child) in m.children_mut() {
             walk(&join(path, &name), child, f);
         }
     }

@@ -119,4 +119,7 @@ impl<M: Module> Module for ModuleList<M> {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
 }

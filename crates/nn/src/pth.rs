@@ -15,6 +15,11 @@ use std::io::Read;
 use std::path::Path;
 use tch::{Kind, Tensor};
 
+/// Tensors under their `state_dict` keys.
+type NamedTensors = Vec<(String, Tensor)>;
+/// A pickled dict's items, in order.
+type Entries = Vec<(Value, Value)>;
+
 /// The most values one `data.pkl` may create or copy (memo references copy). A real
 /// state_dict needs some tens per tensor; the cap keeps a crafted pickle that references a
 /// memo entry over and over (each copy twice the size of the last) from exhausting memory.
@@ -612,13 +617,13 @@ pub const STATE_DICT_ENTRIES: &[&str] = &["state_dict", "model_state_dict", "mod
 ///
 /// # Errors
 /// As [`read_pth`]; also when no entry holds a state_dict.
-pub fn read_pth_checkpoint(path: impl AsRef<Path>) -> Result<(Vec<(String, Tensor)>, Option<String>)> {
+pub fn read_pth_checkpoint(path: impl AsRef<Path>) -> Result<(NamedTensors, Option<String>)> {
     read_pth_dict(path.as_ref(), true)
 }
 
 /// The state_dict of a checkpoint's root: an entry of [`STATE_DICT_ENTRIES`] holding a dict,
 /// else the root itself.
-fn state_dict_entry(root: Value) -> std::result::Result<(Vec<(Value, Value)>, Option<String>), String> {
+fn state_dict_entry(root: Value) -> std::result::Result<(Entries, Option<String>), String> {
     let Value::Dict(items) = root else {
         return Err(format!("the top-level object is not a dict but {}", short(&root)));
     };
@@ -654,7 +659,7 @@ fn state_dict_entry(root: Value) -> std::result::Result<(Vec<(Value, Value)>, Op
 
 /// Reads the file's pickle and the tensors of its state_dict: the root dict, or with
 /// `container` the entry [`state_dict_entry`] picks (other globals then kept opaque).
-fn read_pth_dict(path: &Path, container: bool) -> Result<(Vec<(String, Tensor)>, Option<String>)> {
+fn read_pth_dict(path: &Path, container: bool) -> Result<(NamedTensors, Option<String>)> {
     let fail = |reason: String| NnError::Pth { path: path.to_path_buf(), reason };
     let file = std::fs::File::open(path).map_err(|error| NnError::Io { path: path.to_path_buf(), error })?;
     let mut archive = zip::ZipArchive::new(file).map_err(|e| {

@@ -2,16 +2,18 @@
 //! constructors and head names, so configs, checkpoints (their model card) and the command
 //! line can name a model, and a program can add its own.
 
-use crate::convnext::{convnext_small_on, convnext_tiny_on};
+use crate::classifier::{classifier_of, Classifier};
+use crate::convnext::{convnext_small_on, convnext_tiny_on, ConvNeXt};
 use crate::efficientnet::{
     efficientnet_b0_on, efficientnet_b1_on, efficientnet_b2_on, efficientnet_b3_on, efficientnet_v2_s_on,
+    EfficientNet,
 };
 use crate::error::{NnError, Result};
-use crate::mobilenetv2::mobilenet_v2_on;
-use crate::mobilenetv3::{mobilenet_v3_large_on, mobilenet_v3_small_on};
+use crate::mobilenetv2::{mobilenet_v2_on, MobileNetV2};
+use crate::mobilenetv3::{mobilenet_v3_large_on, mobilenet_v3_small_on, MobileNetV3};
 use crate::module::Module;
 use crate::options::LayerOptions;
-use crate::resnet::{resnet101_on, resnet152_on, resnet18_on, resnet34_on, resnet50_on};
+use crate::resnet::{resnet101_on, resnet152_on, resnet18_on, resnet34_on, resnet50_on, ResNet};
 use crate::vision_transformer::{VisionTransformer, VitConfig};
 use std::sync::RwLock;
 
@@ -33,34 +35,81 @@ impl ModelSpec {
     }
 }
 
-/// A named architecture: how to build it for a [`ModelSpec`], and which parameters form its
+/// How an architecture builds its model for a [`ModelSpec`]: tensors created on the options'
+/// dtype and device, randomly initialised unless the options skip it (for weights loaded right
+/// after); an error when the architecture cannot take the spec (a ViT's image size that is not
+/// a multiple of its patch size).
+pub type BuildFn = fn(spec: ModelSpec, options: LayerOptions) -> Result<Box<dyn Module>>;
+
+/// How an architecture's model is seen as a [`Classifier`] (see [`classifier_of`]).
+pub type ClassifierFn = fn(model: &dyn Module) -> Option<&dyn Classifier>;
+
+/// A named architecture: how to build it for a [`ModelSpec`], which parameters form its
 /// classification head (torchvision's `fc.` for ResNets, the last Linear of `classifier` or
-/// `heads.head.` for the others), the part a fine-tune replaces and trains first.
+/// `heads.head.` for the others), the part a fine-tune replaces and trains first, and, when
+/// known, how its model splits into features and head ([`Classifier`]).
+///
+/// ```
+/// use torchlight_nn::{register_architecture, Architecture, Identity};
+/// let arch = Architecture::new("my-identity", "", |_, _| Ok(Box::new(Identity)));
+/// register_architecture(arch);
+/// assert_eq!(torchlight_nn::architecture("my-identity").unwrap().head(), "");
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Architecture {
-    /// The name configs and the command line use.
-    pub name: &'static str,
-    /// The `state_dict` key prefix of the head, with its trailing dot (`fc.`, `classifier.1.`).
-    pub head: &'static str,
-    /// Builds the model for the spec, its tensors created on the options' dtype and device,
-    /// randomly initialised unless the options skip it (for weights loaded right after); an
-    /// error when the architecture cannot take the spec (a ViT's image size that is not a
-    /// multiple of its patch size).
-    pub build: fn(spec: ModelSpec, options: LayerOptions) -> Result<Box<dyn Module>>,
+    name: &'static str,
+    head: &'static str,
+    build: BuildFn,
+    classifier: Option<ClassifierFn>,
 }
 
 impl Architecture {
+    /// The architecture `name`, whose head's `state_dict` keys start with `head` (with its
+    /// trailing dot, `fc.`; empty when it has none), built by `build`.
+    pub const fn new(name: &'static str, head: &'static str, build: BuildFn) -> Self {
+        Architecture { name, head, build, classifier: None }
+    }
+
+    /// The same, with its model seen as a [`Classifier`] through `classifier` (usually
+    /// `classifier_of::<MyModel>`).
+    pub const fn with_classifier(mut self, classifier: ClassifierFn) -> Self {
+        self.classifier = Some(classifier);
+        self
+    }
+
+    /// The name configs and the command line use.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The `state_dict` key prefix of the head, with its trailing dot (`fc.`, `classifier.1.`).
+    pub fn head(&self) -> &'static str {
+        self.head
+    }
+
+    /// Builds the model for `spec` (see [`BuildFn`]).
+    pub fn build(&self, spec: ModelSpec, options: LayerOptions) -> Result<Box<dyn Module>> {
+        (self.build)(spec, options)
+    }
+
     /// Builds it for 224-pixel images on the CPU in float32, randomly initialised (as
     /// `torchvision.models.NAME(num_classes=...)`).
     pub fn build_default(&self, num_classes: i64) -> Result<Box<dyn Module>> {
-        (self.build)(ModelSpec::new(num_classes, 224), LayerOptions::default())
+        self.build(ModelSpec::new(num_classes, 224), LayerOptions::default())
+    }
+
+    /// `model` (built by this architecture) as features and head, when the architecture says
+    /// how; `None` otherwise.
+    pub fn classifier<'m>(&self, model: &'m dyn Module) -> Option<&'m dyn Classifier> {
+        self.classifier.and_then(|f| f(model))
     }
 }
 
 /// A built-in architecture that does not depend on the image size.
 macro_rules! fixed_size {
-    ($name:literal, $head:literal, $build:path) => {
-        Architecture { name: $name, head: $head, build: |s, o| Ok(Box::new($build(s.num_classes, o))) }
+    ($name:literal, $head:literal, $build:path, $ty:ty) => {
+        Architecture::new($name, $head, |s, o| Ok(Box::new($build(s.num_classes, o))))
+            .with_classifier(classifier_of::<$ty>)
     };
 }
 
@@ -71,31 +120,25 @@ fn vit(name: &str, config: VitConfig, spec: ModelSpec, o: LayerOptions) -> Resul
 }
 
 const BUILT_IN: &[Architecture] = &[
-    fixed_size!("resnet18", "fc.", resnet18_on),
-    fixed_size!("resnet34", "fc.", resnet34_on),
-    fixed_size!("resnet50", "fc.", resnet50_on),
-    fixed_size!("resnet101", "fc.", resnet101_on),
-    fixed_size!("resnet152", "fc.", resnet152_on),
-    fixed_size!("mobilenet_v2", "classifier.1.", mobilenet_v2_on),
-    fixed_size!("mobilenet_v3_small", "classifier.3.", mobilenet_v3_small_on),
-    fixed_size!("mobilenet_v3_large", "classifier.3.", mobilenet_v3_large_on),
-    fixed_size!("efficientnet_b0", "classifier.1.", efficientnet_b0_on),
-    fixed_size!("efficientnet_b1", "classifier.1.", efficientnet_b1_on),
-    fixed_size!("efficientnet_b2", "classifier.1.", efficientnet_b2_on),
-    fixed_size!("efficientnet_b3", "classifier.1.", efficientnet_b3_on),
-    fixed_size!("efficientnet_v2_s", "classifier.1.", efficientnet_v2_s_on),
-    fixed_size!("convnext_tiny", "classifier.2.", convnext_tiny_on),
-    fixed_size!("convnext_small", "classifier.2.", convnext_small_on),
-    Architecture {
-        name: "vit_b_16",
-        head: "heads.head.",
-        build: |s, o| vit("vit_b_16", VitConfig::b_16(s.image_size), s, o),
-    },
-    Architecture {
-        name: "vit_s_16",
-        head: "heads.head.",
-        build: |s, o| vit("vit_s_16", VitConfig::s_16(s.image_size), s, o),
-    },
+    fixed_size!("resnet18", "fc.", resnet18_on, ResNet),
+    fixed_size!("resnet34", "fc.", resnet34_on, ResNet),
+    fixed_size!("resnet50", "fc.", resnet50_on, ResNet),
+    fixed_size!("resnet101", "fc.", resnet101_on, ResNet),
+    fixed_size!("resnet152", "fc.", resnet152_on, ResNet),
+    fixed_size!("mobilenet_v2", "classifier.1.", mobilenet_v2_on, MobileNetV2),
+    fixed_size!("mobilenet_v3_small", "classifier.3.", mobilenet_v3_small_on, MobileNetV3),
+    fixed_size!("mobilenet_v3_large", "classifier.3.", mobilenet_v3_large_on, MobileNetV3),
+    fixed_size!("efficientnet_b0", "classifier.1.", efficientnet_b0_on, EfficientNet),
+    fixed_size!("efficientnet_b1", "classifier.1.", efficientnet_b1_on, EfficientNet),
+    fixed_size!("efficientnet_b2", "classifier.1.", efficientnet_b2_on, EfficientNet),
+    fixed_size!("efficientnet_b3", "classifier.1.", efficientnet_b3_on, EfficientNet),
+    fixed_size!("efficientnet_v2_s", "classifier.1.", efficientnet_v2_s_on, EfficientNet),
+    fixed_size!("convnext_tiny", "classifier.2.", convnext_tiny_on, ConvNeXt),
+    fixed_size!("convnext_small", "classifier.2.", convnext_small_on, ConvNeXt),
+    Architecture::new("vit_b_16", "heads.head.", |s, o| vit("vit_b_16", VitConfig::b_16(s.image_size), s, o))
+        .with_classifier(classifier_of::<VisionTransformer>),
+    Architecture::new("vit_s_16", "heads.head.", |s, o| vit("vit_s_16", VitConfig::s_16(s.image_size), s, o))
+        .with_classifier(classifier_of::<VisionTransformer>),
 ];
 
 static REGISTERED: RwLock<Vec<Architecture>> = RwLock::new(Vec::new());
@@ -139,16 +182,47 @@ pub fn architecture_names() -> Vec<&'static str> {
 mod tests {
     use super::*;
     use crate::flatten::Identity;
+    use tch::nn::ModuleT;
 
     #[test]
     fn built_ins_and_registered_architectures_are_found_by_name() {
-        assert_eq!(architecture("resnet34").map(|a| a.head), Some("fc."));
+        assert_eq!(architecture("resnet34").map(|a| a.head()), Some("fc."));
         assert!(architecture("nope").is_none());
-        let tiny = Architecture { name: "test-identity", head: "", build: |_, _| Ok(Box::new(Identity)) };
+        let tiny = Architecture::new("test-identity", "", |_, _| Ok(Box::new(Identity)));
         assert!(register_architecture(tiny));
         assert!(!register_architecture(tiny), "a second registration replaces");
         assert!(architecture_names().contains(&"test-identity"));
-        assert!(!register_architecture(Architecture { name: "resnet18", ..tiny }), "built-ins stay");
-        assert_eq!(architecture("test-identity").unwrap().build_default(3).unwrap().kind(), "Identity");
+        let shadow = Architecture::new("resnet18", "", |_, _| Ok(Box::new(Identity)));
+        assert!(!register_architecture(shadow), "built-ins stay");
+        let identity = architecture("test-identity").unwrap().build_default(3).unwrap();
+        assert_eq!(identity.kind(), "Identity");
+        assert!(architecture("test-identity").unwrap().classifier(identity.as_ref()).is_none());
+    }
+
+    #[test]
+    fn every_built_in_splits_into_features_and_a_head_that_give_its_logits() {
+        let _guard = tch::no_grad_guard();
+        for arch in BUILT_IN {
+            let model = arch.build(ModelSpec::new(4, 32), LayerOptions::default().skip_init()).unwrap();
+            assert!(arch.classifier(model.as_ref()).is_some(), "{} has no split", arch.name());
+        }
+        // One of each family, initialised: the head on the features is the model's forward.
+        let families = [
+            "resnet18",
+            "mobilenet_v2",
+            "mobilenet_v3_small",
+            "efficientnet_b0",
+            "convnext_tiny",
+            "vit_s_16",
+        ];
+        for name in families {
+            let arch = architecture(name).unwrap();
+            let model = arch.build(ModelSpec::new(4, 32), LayerOptions::default()).unwrap();
+            let classifier = arch.classifier(model.as_ref()).unwrap();
+            let x = tch::Tensor::randn([2, 3, 32, 32], (tch::Kind::Float, tch::Device::Cpu));
+            let logits = classifier.logits_t(&classifier.features_t(&x, false), false);
+            assert!(logits.equal(&model.forward_t(&x, false)), "{name}: head(features) is its forward");
+            assert_eq!(logits.size(), [2, 4], "{name}");
+        }
     }
 }

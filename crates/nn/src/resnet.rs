@@ -256,6 +256,15 @@ impl ModuleT for ResNet {
     }
 }
 
+impl crate::classifier::Classifier for ResNet {
+    fn features_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        ResNet::features_t(self, xs, train)
+    }
+    fn head(&self) -> &dyn Module {
+        &self.fc
+    }
+}
+
 /// The ResNet family's names and their (block, stage depths).
 const FAMILY: [(&str, BlockKind, [usize; 4]); 5] = [
     ("resnet18", BlockKind::Basic, [2, 2, 2, 2]),

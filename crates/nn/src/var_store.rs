@@ -121,6 +121,9 @@ impl<M: ModuleT + 'static> Module for VarStoreModule<M> {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
 }
 
 #[cfg(test)]

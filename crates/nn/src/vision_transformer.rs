@@ -270,6 +270,15 @@ impl ModuleT for VisionTransformer {
     }
 }
 
+impl crate::classifier::Classifier for VisionTransformer {
+    fn features_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        VisionTransformer::features_t(self, xs, train)
+    }
+    fn head(&self) -> &dyn Module {
+        &self.heads
+    }
+}
+
 /// `torchvision.models.vit_b_16(num_classes=..., image_size=...)`: 86.6M parameters at 1000
 /// classes and 224 pixels.
 ///

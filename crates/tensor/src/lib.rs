@@ -34,7 +34,7 @@ pub use device::{device, DeviceSpec};
 pub use error::{Result, TensorError};
 pub use fused::{add_scaled_, fused_adam_, fused_sgd_, set_grad_none, FusedAdamArgs, FusedSgdArgs};
 pub use grad::{autocast, autocast_if, autocast_state, no_grad, AutocastGuard, NoGradGuard};
-pub use rng_state::{set_torch_rng_state, torch_rng_state, TorchRngState};
+pub use rng_state::{set_torch_rng_state, torch_rng_state, with_torch_seed, TorchRngState};
 pub use seed::{global_seed, seed_everything, set_deterministic};
 pub use summary::{ensure_finite, summary, TensorSummary};
 pub use transfer::{empty_pinned, is_pinned, pin_memory, pinning_supported, to_device_non_blocking};

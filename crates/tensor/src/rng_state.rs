@@ -1,5 +1,6 @@
 //! Saving and restoring torch's default random generators (`torch.get_rng_state()`,
-//! `torch.cuda.get_rng_state_all()`), so a resumed run draws the same numbers.
+//! `torch.cuda.get_rng_state_all()`), so a resumed run draws the same numbers; and drawing
+//! from them under a seed of one's own without disturbing them (`torch.random.fork_rng`).
 
 use crate::cuda::cuda_status;
 use crate::error::Result;
@@ -52,4 +53,18 @@ pub fn set_torch_rng_state(state: &TorchRngState) -> Result<()> {
         set(1, i as c_int, s)?;
     }
     Ok(())
+}
+
+/// Runs `f` with torch's default generators (the CPU one and every visible CUDA device's)
+/// seeded with `seed`, as `with torch.random.fork_rng(): torch.manual_seed(seed); f()` does,
+/// and restores their previous states after, so the draws of everything else (dropout, a
+/// model's initialisation) are as if `f` had not run. The states are restored even when `f`
+/// panics.
+pub fn with_torch_seed<R>(seed: u64, f: impl FnOnce() -> R) -> Result<R> {
+    let saved = torch_rng_state()?;
+    // libtorch takes the seed as u64 internally; tch's signature is i64, so pass the bits.
+    tch::manual_seed(seed as i64);
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    set_torch_rng_state(&saved)?;
+    out.map_err(|payload| std::panic::resume_unwind(payload))
 }

@@ -8,8 +8,8 @@ use crate::cuda::cuda_status;
 use crate::error::Result;
 use crate::ffi;
 pub use torchlight_base::seed::{
-    derive_seed, epoch_seed, global_seed, rng_from_seed, sample_seed, set_global_seed, with_global_rng, Rng,
-    STREAM_EPOCH, STREAM_GLOBAL, STREAM_SAMPLE, STREAM_SPLIT,
+    batch_seed, derive_seed, epoch_seed, global_seed, rng_from_seed, sample_seed, set_global_seed,
+    with_global_rng, Rng, STREAM_BATCH, STREAM_EPOCH, STREAM_GLOBAL, STREAM_SAMPLE, STREAM_SPLIT,
 };
 
 /// Seeds everything random in the process, like the `seed_everything` helpers PyTorch users

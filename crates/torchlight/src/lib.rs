@@ -8,7 +8,8 @@
 //! # Features
 //! One per crate, all on by default; each turns on the crates it builds on:
 //! `tensor` (libtorch through tch), `nn`, `optim`, `data`, `vision`, `checkpoint`, `export`,
-//! `train`. `default-features = false, features = ["vision"]` gives ImageFolder, the
+//! `train` (the loop), `recipes` (what `torchlight train` runs: the TOML config, image
+//! classification, the doctor; `train` alone pulls none of it). `default-features = false, features = ["vision"]` gives ImageFolder, the
 //! transforms and the DataLoader with no libtorch in the build (`data` batches are then
 //! plain `Array`s; with `tensor` on too they are tch tensors). `torchlight::distributed`
 //! (data-parallel training on c10d) comes with the `distributed` feature, off by default.
@@ -52,6 +53,8 @@ pub use torchlight_export as export;
 pub use torchlight_nn as nn;
 #[cfg(feature = "optim")]
 pub use torchlight_optim as optim;
+#[cfg(feature = "recipes")]
+pub use torchlight_recipes as recipes;
 #[cfg(feature = "tensor")]
 pub use torchlight_tensor as tensor;
 #[cfg(feature = "train")]
@@ -114,7 +117,7 @@ pub mod prelude {
 /// The README examples of the crates that use libtorch and those of
 /// `docs/using-the-crates.md`, compiled (and run, unless marked `no_run`) as doc tests, so the
 /// examples cannot drift from the code. (base, build and setup test their own READMEs.)
-#[cfg(all(doctest, feature = "train", feature = "export"))]
+#[cfg(all(doctest, feature = "recipes", feature = "export"))]
 mod readme_examples {
     #[doc = include_str!("../README.md")]
     struct Torchlight;
@@ -136,6 +139,8 @@ mod readme_examples {
     struct Export;
     #[doc = include_str!("../../train/README.md")]
     struct Train;
+    #[doc = include_str!("../../recipes/README.md")]
+    struct Recipes;
     #[doc = include_str!("../../../docs/using-the-crates.md")]
     struct UsingTheCrates;
 }

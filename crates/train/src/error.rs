@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// What can go wrong in `torchlight-train`. Every variant names the file, key, field or value
+/// What can go wrong in `torchlight-train`'s loop and its parts. Every variant names the file, key, field or value
 /// at fault.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -15,53 +15,15 @@ pub enum TrainError {
         /// The OS error (in the message, so not also a `source()`).
         error: std::io::Error,
     },
-    /// A TOML config that does not parse or does not fit [`TrainConfig`](crate::TrainConfig)
-    /// (unknown fields, wrong types).
-    #[error("{}{}: {message}", path.display(), location(*line, *column))]
-    ConfigParse {
-        /// The config file (`<string>` for configs parsed from text).
-        path: PathBuf,
-        /// 1-based line of the offending text, where the TOML parser knows it.
-        line: Option<usize>,
-        /// 1-based column of the offending text, where the TOML parser knows it.
-        column: Option<usize>,
-        /// The parser's message, naming the field.
-        message: String,
-    },
-    /// A config that parses but holds a value training cannot use.
-    #[error("config field `{field}` = {value}: {reason}")]
-    InvalidConfig {
-        /// The dotted field name (`train.batch_size`).
-        field: String,
-        /// The value as written.
+    /// A Trainer or step setting that cannot be used (an accumulation of 0, a clip value that
+    /// is not a positive number, two callbacks with one name).
+    #[error("trainer setting `{setting}` = {value}: {reason}")]
+    InvalidSetting {
+        /// The setting, by its builder or `StepConfig` name (`accumulation`, `grad_clip`).
+        setting: String,
+        /// The value given.
         value: String,
-        /// Why it is invalid.
-        reason: String,
-    },
-    /// A `key=value` override naming no config field.
-    #[error("unknown config key `{key}`{}", hint(.suggestions))]
-    UnknownKey {
-        /// The key as given.
-        key: String,
-        /// Known keys that end the same way or share its leaf name.
-        suggestions: Vec<String>,
-    },
-    /// A `key=value` override whose value does not fit the field's type.
-    #[error("config key `{key}`: cannot use `{value}`: {reason}")]
-    InvalidOverride {
-        /// The dotted key.
-        key: String,
-        /// The value as given.
-        value: String,
-        /// What the field expects.
-        reason: String,
-    },
-    /// A run folder that cannot be opened for resume.
-    #[error("{}: {reason}", path.display())]
-    RunDir {
-        /// The folder.
-        path: PathBuf,
-        /// What is wrong with it.
+        /// Why it cannot be used.
         reason: String,
     },
     /// A `metrics.csv` that does not hold what [`CsvLogger`](crate::CsvLogger) writes.
@@ -167,9 +129,6 @@ pub enum TrainError {
     /// Loading data failed (a bad image, a loader setting).
     #[error(transparent)]
     Data(#[from] torchlight_data::DataError),
-    /// Opening the image folders failed.
-    #[error(transparent)]
-    Vision(#[from] torchlight_vision::VisionError),
     /// Building the model or loading its weights failed.
     #[error(transparent)]
     Nn(#[from] torchlight_nn::NnError),
@@ -197,29 +156,10 @@ impl TrainError {
     }
 }
 
-fn location(line: Option<usize>, column: Option<usize>) -> String {
-    match (line, column) {
-        (Some(l), Some(c)) => format!(":{l}:{c}"),
-        (Some(l), None) => format!(":{l}"),
-        _ => String::new(),
-    }
-}
-
 fn saved_to(checkpoint: Option<&std::path::Path>) -> String {
     match checkpoint {
         Some(p) => format!("; saved {}, resume from there", p.display()),
         None => "; nothing was saved (no checkpoint callback)".to_string(),
-    }
-}
-
-fn hint(suggestions: &[String]) -> String {
-    if suggestions.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " (did you mean {}?)",
-            suggestions.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(" or ")
-        )
     }
 }
 

@@ -1,48 +1,54 @@
-//! `torchlight-train`: the training loop as a library, and the recipe `torchlight train` runs.
+//! `torchlight-train`: the training loop as a library.
 //!
 //! - [`Trainer`]: trains any [`Module`](torchlight_nn::Module) on any [`BatchSource`] (a
 //!   DataLoader) for a [`Task`] (built in: [`Classification`], [`MultiLabel`],
 //!   [`Regression`]), with AMP, accumulation, clipping, the NaN/device/out-of-memory guards,
-//!   [`Callback`]s, checkpoints every epoch or N steps, exact mid-epoch resume and a graceful
-//!   stop on SIGINT/SIGTERM. [`StepRunner`] is its optimisation step, for hand-written loops.
+//!   a [`BatchTransform`] of training batches (Mixup, CutMix), [`Callback`]s with JSON and
+//!   tensor state, checkpoints every epoch or N steps, exact mid-epoch resume and a graceful
+//!   stop on SIGINT/SIGTERM. [`StepRunner`] is its optimisation step, for hand-written loops;
+//!   [`evaluate`] its evaluation loop.
 //! - [`Metric`]s on the device (accuracy, top-k, confusion matrix, F1, mAP, MAE, RMSE).
 //! - Callbacks ([`callbacks`]): `metrics.csv`, TensorBoard events, `curves.png`, checkpoints,
-//!   early stopping, lr monitoring, progress, staged fine-tuning.
-//! - The recipe ([`fit`], [`resume`]): an ImageFolder, a registered architecture with a
-//!   pretrained backbone and a new head, a [`TrainConfig`] from TOML, a run folder
-//!   (`runs/exp_001`: `config.toml`, `metrics.csv`, events, `curves.png`, `checkpoints/`,
-//!   `confusion_matrix.png`, `summary.json`); and [`doctor`], the "why does it not train"
-//!   checklist.
+//!   early stopping, lr monitoring, progress, staged fine-tuning; and the writers under them
+//!   ([`CsvLogger`], [`EventWriter`], [`plot_curves`]).
+//!
+//! It knows nothing of image folders, config files or the command line: the recipes behind
+//! `torchlight train` (a TOML config, an ImageFolder, a run folder) are `torchlight-recipes`,
+//! built on this crate's public API.
+//!
+//! The extension points are one file each: [`Task`] (`task.rs`), [`Batch`] (`batch.rs`),
+//! [`BatchSource`] (`source.rs`), [`BatchTransform`] (`batch_transform.rs`), [`Callback`] and
+//! its [`Context`] (`callback.rs`), [`Distributed`] (`distributed.rs`); the loop that calls
+//! them is `trainer/`.
 
+mod batch;
+mod batch_transform;
+mod callback;
 pub mod callbacks;
-mod config;
 mod csv_log;
-mod doctor;
+mod distributed;
 mod error;
 pub mod guard;
 mod metrics;
 mod plot;
 mod progress;
-mod recipe;
-mod run_dir;
-pub mod synthetic;
+mod record;
+mod scheduler;
+mod source;
+mod task;
 mod tasks;
 pub mod tfevents;
 mod trainer;
 
+pub use batch::Batch;
+pub use batch_transform::{BatchContext, BatchTransform};
+pub use callback::{BatchEnd, Callback, Context, LoopPosition};
 pub use callbacks::{
     BackboneFinetuning, CsvLogging, CurvesPlot, EarlyStopping, LearningRateMonitor, ModelCheckpoint,
     ProgressBar, TensorBoardLogging,
 };
-pub use config::{
-    ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig, NonFiniteAction,
-    OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS,
-};
-pub use csv_log::{read_metrics_csv, CsvLogger, EpochRecord};
-pub use doctor::{
-    check_batch, check_data, doctor, overfit_batch, short_run, stall_finding, DoctorOptions, DoctorReport,
-    Finding, Status,
-};
+pub use csv_log::{read_metrics_csv, CsvLogger};
+pub use distributed::Distributed;
 pub use error::{Result, TrainError};
 pub use metrics::{
     Accuracy, ClassificationMetrics, ConfusionMatrix, ConfusionMatrixMetric, MeanAbsoluteError,
@@ -51,17 +57,13 @@ pub use metrics::{
 };
 pub use plot::{confusion_matrix_size, plot_confusion_matrix, plot_curves, CURVES_SIZE};
 pub use progress::Progress;
-pub use recipe::{
-    build_model, build_optimizer, build_scheduler, class_weights, eval_resize, eval_transform, evaluate, fit,
-    fit_distributed, loader, model_architecture, open_splits, pretrained_load_options, resume,
-    resume_distributed, sharded_loader, train_transform, Loader, ModelCard, RunSummary, Split, Splits,
-    RESUME_CHANGEABLE,
-};
-pub use run_dir::RunDir;
+pub use record::EpochRecord;
+pub use scheduler::Interval;
+pub use source::{BatchSource, EpochBatches};
+pub use task::{Monitor, Stage, StepOutput, Task};
 pub use tasks::{Classification, MultiLabel, Regression, RegressionLoss};
 pub use tfevents::EventWriter;
 pub use trainer::{
-    best_of, evaluate as evaluate_task, AsDynModule, Batch, BatchEnd, BatchSource, Callback, Context,
-    Distributed, EpochBatches, FitSummary, GuardRead, Interval, LoopPosition, MicroStep, Monitor,
-    OptimizerStep, Stage, StepConfig, StepOutput, StepRunner, Task, Trainer, TrainerBuilder,
+    best_of, evaluate, AsDynModule, FitSummary, GuardRead, MicroStep, NonFiniteAction, OptimizerStep,
+    StepConfig, StepRunner, Trainer, TrainerBuilder,
 };

@@ -5,9 +5,9 @@
 //! Vera licence in `assets/LICENSE-DejaVu.txt`), so plots look the same on any machine and need
 //! no system fonts.
 
-use crate::csv_log::EpochRecord;
 use crate::error::{Result, TrainError};
 use crate::metrics::ConfusionMatrix;
+use crate::record::EpochRecord;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};

@@ -49,7 +49,7 @@ fn each_architecture_freezes_all_but_its_own_head() {
 /// batch 1 and 7, computed by the library the CLI runs.
 fn write_io(dir: &std::path::Path, name: &str, run: &std::path::Path) {
     let checkpoint = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/best")).unwrap();
-    let card = torchlight_train::ModelCard::from_checkpoint(&checkpoint).unwrap();
+    let card = torchlight_recipes::ModelCard::from_checkpoint(&checkpoint).unwrap();
     let model = card.build_model(Device::Cpu).unwrap();
     checkpoint.restore_model(model.as_ref()).unwrap();
     let _g = torchlight_tensor::no_grad();

@@ -5,8 +5,8 @@
 use super::{fails, ok, s, temp, torchlight};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use torchlight_train::synthetic::{write_image_folder, Shape, SyntheticSpec};
-use torchlight_train::{ModelCard, TrainConfig};
+use torchlight_recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
+use torchlight_recipes::{ModelCard, TrainConfig};
 
 /// An untrained 3-class resnet18 checkpoint (32-pixel input) as `train` would leave it, and a
 /// small `train/ val/` ImageFolder of its classes: what the CLI needs without training.
@@ -23,7 +23,7 @@ fn tiny_run(dir: &Path) -> (PathBuf, PathBuf) {
     config.data.image_size = 32;
     config.train.device = "cpu".into();
     // Initialised as train would (ModelCard::build_model leaves the tensors for a restore).
-    let model = torchlight_train::build_model(&config, 3, tch::Device::Cpu).unwrap();
+    let model = torchlight_recipes::build_model(&config, 3, tch::Device::Cpu).unwrap();
     let classes = vec!["circle".into(), "cross".into(), "star".into()];
     let card = ModelCard { config, classes, schedule_start: 0 };
     let checkpoint = dir.join("checkpoint");
@@ -275,7 +275,7 @@ fn the_onnx_metadata_is_enough_to_preprocess_like_torchlight() {
     let theirs = torchlight_testing::run_reference_script("crates/cli/tests/deploy_onnx.py", &args).unwrap();
     let inputs: std::collections::HashMap<String, tch::Tensor> =
         tch::Tensor::read_safetensors(dir.join("inputs.safetensors")).unwrap().into_iter().collect();
-    let transform = torchlight_train::eval_transform(32);
+    let transform = torchlight_recipes::image::eval_transform(32);
     for (i, picture) in pictures.iter().enumerate() {
         let image = torchlight_vision::decode_file(picture).unwrap();
         let mut rng = torchlight_tensor::seed::rng_from_seed(0);

@@ -79,7 +79,7 @@ fn fit_rank(
     amp: bool,
 ) -> Result<(Sequential, FitSummary)> {
     let rank = pg.rank();
-    let (model, mut sgd) = model_and_optimizer(3 + rank as u64)?;
+    let (mut model, mut sgd) = model_and_optimizer(3 + rank as u64)?;
     let mut train = loader(dataset(11, TRAIN_SAMPLES), rank_sampler(rank)?, PER_RANK_BATCH)?;
     let val_sampler = DistributedSampler::new(VAL_SAMPLES, WORLD, rank)?.with_shuffle(false);
     let mut val = loader(dataset(12, VAL_SAMPLES), val_sampler, PER_RANK_BATCH)?;
@@ -96,7 +96,7 @@ fn fit_rank(
         builder = builder.resume_from(checkpoint);
     }
     let summary =
-        builder.build()?.fit(&model, &Classification::new(3), &mut sgd, &mut train, Some(&mut val))?;
+        builder.build()?.fit(&mut model, &Classification::new(3), &mut sgd, &mut train, Some(&mut val))?;
     Ok((model, summary))
 }
 
@@ -167,7 +167,7 @@ fn reduce_uneven_metrics(pg: &ProcessGroup) -> Result<()> {
 
 /// One process on the concatenated batches, from rank 0's initial weights.
 fn reference() -> Result<(Sequential, FitSummary)> {
-    let (model, mut sgd) = model_and_optimizer(3)?;
+    let (mut model, mut sgd) = model_and_optimizer(3)?;
     let samplers = (0..WORLD).map(rank_sampler).collect::<Result<Vec<_>>>()?;
     let mut train = loader(dataset(11, TRAIN_SAMPLES), Concatenated(samplers), PER_RANK_BATCH * WORLD)?;
     let mut val = DataLoader::builder(dataset(12, VAL_SAMPLES)).batch_size(4).build()?;
@@ -178,7 +178,7 @@ fn reference() -> Result<(Sequential, FitSummary)> {
         .graceful_shutdown(false)
         .progress(Progress::quiet())
         .build()?
-        .fit(&model, &Classification::new(3), &mut sgd, &mut train, Some(&mut val))?;
+        .fit(&mut model, &Classification::new(3), &mut sgd, &mut train, Some(&mut val))?;
     Ok((model, summary))
 }
 

@@ -183,6 +183,9 @@ impl Module for Swish2 {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
 }
 
 #[test]
@@ -273,7 +276,7 @@ fn wake_up(model: &dyn Module) {
     for (name, p) in named_parameters(model) {
         let near_zero = ["layer_scale", "class_token", "heads.", "classifier."];
         if near_zero.iter().any(|k| name.starts_with(k) || name.ends_with(k)) {
-            let _ = p.shallow_clone().copy_(&(Tensor::randn(p.size(), (Kind::Float, Device::Cpu)) * 0.5));
+            p.shallow_clone().copy_(&(Tensor::randn(p.size(), (Kind::Float, Device::Cpu)) * 0.5));
         }
     }
 }
@@ -293,10 +296,7 @@ fn backbones_export_to_onnx_and_torchscript_that_real_runtimes_agree_with() {
         "vit_s_16",
     ];
     for arch in archs {
-        let model = {
-            let build = architecture(arch).unwrap().build;
-            build(ModelSpec::new(5, 32), LayerOptions::default()).unwrap()
-        };
+        let model = architecture(arch).unwrap().build(ModelSpec::new(5, 32), LayerOptions::default()).unwrap();
         wake_up(model.as_ref());
         warm_up(model.as_ref(), &[4, 3, 32, 32]);
         let options = OnnxOptions::new(&[3, 32, 32]);

@@ -37,10 +37,10 @@ fn check(dir: &std::path::Path, arch_name: &str, seeded_init: bool) {
     let ours = if seeded_init {
         let _rng = crate::torch_rng_lock();
         tch::manual_seed(0);
-        state_dict((arch.build)(ModelSpec::new(10, size), LayerOptions::default()).unwrap().as_ref())
+        state_dict(arch.build(ModelSpec::new(10, size), LayerOptions::default()).unwrap().as_ref())
     } else {
         state_dict(
-            (arch.build)(ModelSpec::new(10, size), LayerOptions::default().skip_init()).unwrap().as_ref(),
+            arch.build(ModelSpec::new(10, size), LayerOptions::default().skip_init()).unwrap().as_ref(),
         )
     };
     let keys = |sd: &[(String, Tensor)]| sd.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
@@ -51,12 +51,12 @@ fn check(dir: &std::path::Path, arch_name: &str, seeded_init: bool) {
         assert!(a.equal(b), "{arch_name}: {key} differs from torchvision's seeded init (tolerance: exact)");
     }
     let expected_params = f["num_params_1000"].int64_value(&[0]);
-    let full = (arch.build)(ModelSpec::new(1000, 224), LayerOptions::default().skip_init()).unwrap();
+    let full = arch.build(ModelSpec::new(1000, 224), LayerOptions::default().skip_init()).unwrap();
     assert_eq!(count_parameters(full.as_ref()).total, expected_params, "{arch_name} at 1000 classes");
     drop(full);
 
     // Loaded from the torchvision file into an uninitialised model.
-    let model = (arch.build)(ModelSpec::new(10, size), LayerOptions::default().skip_init()).unwrap();
+    let model = arch.build(ModelSpec::new(10, size), LayerOptions::default().skip_init()).unwrap();
     let report = load_state_dict(model.as_ref(), theirs, &LoadOptions::strict()).unwrap();
     assert_eq!(report.loaded.len(), ours.len());
     let (x, y) = (&f["x"], &f["y"]);
@@ -176,7 +176,6 @@ fn vision_transformers_match_torchvision() {
 #[test]
 fn a_vit_at_an_image_size_off_its_patch_grid_is_an_error_naming_it() {
     let arch = architecture("vit_b_16").unwrap();
-    let err =
-        (arch.build)(ModelSpec::new(3, 40), LayerOptions::default().skip_init()).unwrap_err().to_string();
+    let err = arch.build(ModelSpec::new(3, 40), LayerOptions::default().skip_init()).unwrap_err().to_string();
     assert!(err.contains("vit_b_16") && err.contains("40") && err.contains("16"), "{err}");
 }

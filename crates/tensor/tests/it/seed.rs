@@ -60,3 +60,28 @@ fn the_torch_generator_state_round_trips() {
     let err = torchlight_tensor::set_torch_rng_state(&bad).unwrap_err();
     assert!(err.to_string().contains("set_rng_state"), "{err}");
 }
+
+#[test]
+fn a_forked_seed_draws_as_manual_seed_and_leaves_the_generator_alone() {
+    let _lock = crate::torch_rng_lock();
+    let cpu = (Kind::Float, tch::Device::Cpu);
+    tch::manual_seed(5);
+    let expected_inside = Tensor::rand([8], cpu);
+    seed_everything(99);
+    let _ = Tensor::randn([3], cpu);
+    let state = torchlight_tensor::torch_rng_state().unwrap();
+    let expected_after = Tensor::randn([8], cpu);
+    torchlight_tensor::set_torch_rng_state(&state).unwrap();
+    let inside = torchlight_tensor::with_torch_seed(5, || Tensor::rand([8], cpu)).unwrap();
+    assert!(inside.equal(&expected_inside), "inside, the draws are manual_seed(5)'s");
+    let after = Tensor::randn([8], cpu);
+    assert!(after.equal(&expected_after), "outside, the stream goes on as if nothing was drawn");
+    let before_panic = torchlight_tensor::torch_rng_state().unwrap();
+    let expected = Tensor::randn([8], cpu);
+    torchlight_tensor::set_torch_rng_state(&before_panic).unwrap();
+    let caught = std::panic::catch_unwind(|| {
+        torchlight_tensor::with_torch_seed(5, || -> () { panic!("a failing transform") })
+    });
+    assert!(caught.is_err(), "the panic goes on to the caller");
+    assert!(Tensor::randn([8], cpu).equal(&expected), "and the generator was restored first");
+}

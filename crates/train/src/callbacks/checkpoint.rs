@@ -1,9 +1,10 @@
 //! `ModelCheckpoint`: `last` after every epoch (and every N steps), `best` by a metric, and
 //! the last N epochs, in a run's `checkpoints/` folder.
 
-use crate::csv_log::EpochRecord;
+use crate::callback::{BatchEnd, Callback, Context};
 use crate::error::Result;
-use crate::trainer::{BatchEnd, Callback, Context, Monitor};
+use crate::record::EpochRecord;
+use crate::task::Monitor;
 use std::path::{Path, PathBuf};
 use torchlight_checkpoint::CheckpointManager;
 
@@ -83,7 +84,7 @@ impl Callback for ModelCheckpoint {
     }
 
     fn on_train_batch_end(&mut self, ctx: &mut Context<'_>, batch: &BatchEnd) -> Result<()> {
-        let due = self.every_n_steps.is_some_and(|n| batch.stepped && ctx.position.global_step % n == 0);
+        let due = self.every_n_steps.is_some_and(|n| batch.stepped && ctx.position.global_step.is_multiple_of(n));
         // The epoch's last batch is saved by `on_train_epoch_end`, with its metrics.
         if due && ctx.position.batch < ctx.position.batches {
             self.save_last(ctx)?;

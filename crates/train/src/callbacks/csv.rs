@@ -1,8 +1,9 @@
 //! `CsvLogging`: one `metrics.csv` row per epoch.
 
-use crate::csv_log::{CsvLogger, EpochRecord};
+use crate::callback::{Callback, Context};
+use crate::csv_log::CsvLogger;
 use crate::error::Result;
-use crate::trainer::{Callback, Context};
+use crate::record::EpochRecord;
 use std::path::{Path, PathBuf};
 
 /// Creates the folder `path` goes in, so a run folder need not exist beforehand.

@@ -1,9 +1,9 @@
 //! `CurvesPlot`: `curves.png`, redrawn after every epoch.
 
-use crate::csv_log::EpochRecord;
+use crate::callback::{Callback, Context};
 use crate::error::Result;
 use crate::plot::plot_curves;
-use crate::trainer::{Callback, Context};
+use crate::record::EpochRecord;
 use std::path::PathBuf;
 
 /// Redraws the loss curves and the curves of the task's monitored metric (train and val per

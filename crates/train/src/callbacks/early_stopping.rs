@@ -1,8 +1,9 @@
 //! `EarlyStopping`: stop when the monitored metric has not improved for some epochs.
 
-use crate::csv_log::EpochRecord;
+use crate::callback::{Callback, Context};
 use crate::error::{Result, TrainError};
-use crate::trainer::{Callback, Context, Monitor};
+use crate::record::EpochRecord;
+use crate::task::Monitor;
 use serde_json::json;
 
 /// Stops training when the monitored metric (the task's unless set) has not improved for

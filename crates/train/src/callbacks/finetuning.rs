@@ -1,8 +1,8 @@
 //! `BackboneFinetuning`: the classic two-stage fine-tune, the backbone frozen for the first
 //! epochs and trained with the head after.
 
+use crate::callback::{Callback, Context};
 use crate::error::{Result, TrainError};
-use crate::trainer::{Callback, Context};
 use torchlight_nn::{count_parameters, freeze_all_but, unfreeze};
 
 /// Freezes every parameter outside the head (those whose `state_dict` key starts with
@@ -32,19 +32,19 @@ impl Callback for BackboneFinetuning {
         if self.freeze_epochs == 0 {
             return Ok(());
         }
-        let before = count_parameters(ctx.model);
+        let before = count_parameters(ctx.model());
         if ctx.position.epoch < self.freeze_epochs {
-            if freeze_all_but(ctx.model, &self.head) > 0 {
+            if freeze_all_but(ctx.model(), &self.head) > 0 {
                 ctx.progress.line(&format!(
                     "backbone frozen for epochs 1-{}: {} of {} parameters train",
                     self.freeze_epochs,
-                    count_parameters(ctx.model).trainable,
+                    count_parameters(ctx.model()).trainable,
                     before.total
                 ));
             }
         } else if before.trainable < before.total {
-            unfreeze(ctx.model, "");
-            let after = count_parameters(ctx.model).trainable;
+            unfreeze(ctx.model(), "");
+            let after = count_parameters(ctx.model()).trainable;
             if after <= before.trainable {
                 return Err(TrainError::Training {
                     epoch: ctx.position.epoch + 1,

@@ -1,8 +1,9 @@
 //! `LearningRateMonitor`: every param group's learning rate, logged for TensorBoard.
 
-use crate::csv_log::EpochRecord;
+use crate::callback::{BatchEnd, Callback, Context};
 use crate::error::Result;
-use crate::trainer::{BatchEnd, Callback, Context, Interval};
+use crate::record::EpochRecord;
+use crate::scheduler::Interval;
 
 /// Logs the learning rate of each param group as `lr/group<i>` (Lightning's
 /// `LearningRateMonitor`), after every epoch or every optimizer step. Loggers placed after it

@@ -1,8 +1,8 @@
 //! `ProgressBar`: bars for training and validation, and one summary line per epoch.
 
-use crate::csv_log::EpochRecord;
+use crate::callback::{BatchEnd, Callback, Context};
 use crate::error::Result;
-use crate::trainer::{BatchEnd, Callback, Context};
+use crate::record::EpochRecord;
 
 /// Shows a bar per training and validation pass (on a terminal: throughput, ETA, the running
 /// loss) and prints one line per epoch with its metrics, lr, throughput, data-stall share and
@@ -34,8 +34,8 @@ pub(crate) fn epoch_line(record: &EpochRecord, epochs: u64, notes: &[String]) ->
         line.push_str(&format!("  val {}", metrics_text(&record.val)));
     }
     line.push_str(&format!(
-        "  lr {:.2e}  {:.0} img/s  stall {:.0}%  {:.1}s",
-        record.lr, record.images_per_s, record.data_stall_pct, record.seconds
+        "  lr {:.2e}  {:.0} samples/s  stall {:.0}%  {:.1}s",
+        record.lr, record.samples_per_s, record.data_stall_pct, record.seconds
     ));
     for note in notes {
         line.push_str("  ");
@@ -111,12 +111,12 @@ mod tests {
             train: vec![("loss".into(), 0.5), ("acc".into(), 0.75)],
             val: vec![("loss".into(), 0.6), ("acc".into(), 0.7), ("top2".into(), 0.9)],
             seconds: 3.25,
-            images_per_s: 120.4,
+            samples_per_s: 120.4,
             data_stall_pct: 12.0,
         };
         assert_eq!(
             epoch_line(&r, 5, &["*best*".into()]),
-            "epoch 2/5  train loss 0.5000 acc 0.750  val loss 0.6000 acc 0.700 top2 0.900  lr 1.00e-3  120 img/s  stall 12%  3.2s  *best*"
+            "epoch 2/5  train loss 0.5000 acc 0.750  val loss 0.6000 acc 0.700 top2 0.900  lr 1.00e-3  120 samples/s  stall 12%  3.2s  *best*"
         );
     }
 }

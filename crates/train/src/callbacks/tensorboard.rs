@@ -1,15 +1,15 @@
 //! `TensorBoardLogging`: the epoch's metrics and any logged scalars in a TensorBoard event file.
 
-use crate::csv_log::EpochRecord;
+use crate::callback::{BatchEnd, Callback, Context};
 use crate::error::Result;
+use crate::record::EpochRecord;
 use crate::tfevents::EventWriter;
-use crate::trainer::{BatchEnd, Callback, Context};
 use std::path::PathBuf;
 
 /// Writes each epoch's record to `events.out.tfevents.*` in a folder (`tensorboard --logdir
 /// runs`), under PyTorch users' usual tags: `loss/train`, `loss/val`, `accuracy/train`,
 /// `accuracy/val`, `accuracy/val_top5`, `<metric>/<stage>` for other metrics, `lr`,
-/// `throughput/images_per_s`, `throughput/data_stall_pct`; and whatever earlier callbacks
+/// `throughput/samples_per_s`, `throughput/data_stall_pct`; and whatever earlier callbacks
 /// logged with [`Context::log_scalar`].
 #[derive(Debug)]
 pub struct TensorBoardLogging {
@@ -71,7 +71,7 @@ impl Callback for TensorBoardLogging {
         scalars.extend(record.train.iter().map(|(k, v)| (tag(k, "train"), *v)));
         scalars.extend(record.val.iter().map(|(k, v)| (tag(k, "val"), *v)));
         scalars.push(("lr".into(), record.lr));
-        scalars.push(("throughput/images_per_s".into(), record.images_per_s));
+        scalars.push(("throughput/samples_per_s".into(), record.samples_per_s));
         scalars.push(("throughput/data_stall_pct".into(), record.data_stall_pct));
         let refs: Vec<(&str, f64)> = scalars.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         w.add_scalars(record.epoch as i64, &refs)

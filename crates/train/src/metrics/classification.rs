@@ -96,6 +96,11 @@ impl TopKAccuracy {
         assert!(k > 0, "top-k accuracy needs k > 0");
         TopKAccuracy { k: k as i64, sums: Sums::new(&["correct", "count"]) }
     }
+
+    /// The `k`.
+    pub fn k(&self) -> usize {
+        self.k as usize
+    }
 }
 
 impl Metric for TopKAccuracy {
@@ -246,17 +251,7 @@ impl ClassificationMetrics {
 
     /// Everything accumulated so far, read back to the host.
     pub fn compute(&self) -> MetricsSummary {
-        let confusion =
-            self.set.find::<ConfusionMatrixMetric>().expect("built with a confusion matrix").matrix();
-        let topk = self.set.find::<TopKAccuracy>().expect("built with top-k").compute()[0].1;
-        MetricsSummary {
-            loss: self.set.running_loss(),
-            top1: confusion.accuracy(),
-            topk,
-            k: self.top_k as usize,
-            count: self.set.samples(),
-            confusion,
-        }
+        MetricsSummary::from_metrics(&self.set).expect("built with a confusion matrix and top-k")
     }
 
     /// Clears everything for the next epoch.
@@ -280,6 +275,32 @@ pub struct MetricsSummary {
     pub count: u64,
     /// Counts by (true class, predicted class).
     pub confusion: ConfusionMatrix,
+}
+
+impl MetricsSummary {
+    /// The summary of a classifier's metrics, read back to the host: `metrics` must hold a
+    /// [`ConfusionMatrixMetric`] and a [`TopKAccuracy`] (as [`Classification`]'s test metrics
+    /// do, and [`ClassificationMetrics`]).
+    ///
+    /// [`Classification`]: crate::Classification
+    pub fn from_metrics(metrics: &MetricSet) -> Result<Self> {
+        let missing = |what: &str| TrainError::Metric {
+            metric: "MetricsSummary".into(),
+            reason: format!("the metrics hold no {what}"),
+        };
+        let confusion =
+            metrics.find::<ConfusionMatrixMetric>().ok_or_else(|| missing("ConfusionMatrixMetric"))?;
+        let topk = metrics.find::<TopKAccuracy>().ok_or_else(|| missing("TopKAccuracy"))?;
+        let confusion = confusion.matrix();
+        Ok(MetricsSummary {
+            loss: metrics.running_loss(),
+            top1: confusion.accuracy(),
+            topk: topk.compute()[0].1,
+            k: topk.k(),
+            count: metrics.samples(),
+            confusion,
+        })
+    }
 }
 
 /// A `[C, C]` confusion matrix of counts, rows = true class and columns = predicted class, as

@@ -16,8 +16,8 @@ pub use classification::{
 pub use multilabel::{MeanAveragePrecision, MultiLabelF1};
 pub use regression::{MeanAbsoluteError, RootMeanSquaredError};
 
+use crate::distributed::Distributed;
 use crate::error::{Result, TrainError};
-use crate::trainer::distributed::Distributed;
 use std::any::Any;
 use tch::{Device, Kind, Tensor};
 

@@ -2,9 +2,9 @@
 
 use crate::error::Result;
 use crate::metrics::{Accuracy, ConfusionMatrixMetric, Metric, TopKAccuracy};
-use crate::trainer::{Monitor, Stage, StepOutput, Task};
+use crate::task::{Monitor, Stage, StepOutput, Task};
 use tch::{Kind, Tensor};
-use torchlight_nn::{CrossEntropyLoss, Module};
+use torchlight_nn::{CrossEntropyLoss, Inputs, Module, MultiInput};
 
 /// Single-label classification (`nn.CrossEntropyLoss`, optionally with label smoothing and
 /// class weights). Batches are `(inputs, targets)` with class indices `[N]`; the model returns
@@ -48,14 +48,14 @@ impl Classification {
     }
 }
 
-impl<M: Module + ?Sized> Task<M, (Tensor, Tensor)> for Classification {
-    fn step(&self, model: &M, (x, y): &(Tensor, Tensor), stage: Stage) -> Result<StepOutput> {
-        let logits = model.forward_t(x, stage.is_train()).to_kind(Kind::Float);
+impl Classification {
+    fn loss_of(&self, logits: Tensor, y: &Tensor) -> Result<StepOutput> {
+        let logits = logits.to_kind(Kind::Float);
         let loss = self.loss.forward(&logits, y)?;
         Ok(StepOutput { loss, output: logits, target: y.shallow_clone() })
     }
 
-    fn metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {
+    fn stage_metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {
         let k = self.top_k.min(self.num_classes.max(1));
         match stage {
             Stage::Train => vec![Box::new(Accuracy::new())],
@@ -66,6 +66,31 @@ impl<M: Module + ?Sized> Task<M, (Tensor, Tensor)> for Classification {
                 Box::new(ConfusionMatrixMetric::new(self.num_classes.max(1))),
             ],
         }
+    }
+}
+
+impl<M: Module + ?Sized> Task<M, (Tensor, Tensor)> for Classification {
+    fn step(&self, model: &M, (x, y): &(Tensor, Tensor), stage: Stage) -> Result<StepOutput> {
+        self.loss_of(model.forward_t(x, stage.is_train()), y)
+    }
+
+    fn metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {
+        self.stage_metrics(stage)
+    }
+
+    fn monitor(&self) -> Monitor {
+        Monitor::max("val_acc")
+    }
+}
+
+/// Models with several inputs (token ids and lengths, a mask): batches `(inputs, targets)`.
+impl<M: MultiInput + ?Sized> Task<M, (Inputs, Tensor)> for Classification {
+    fn step(&self, model: &M, (inputs, y): &(Inputs, Tensor), stage: Stage) -> Result<StepOutput> {
+        self.loss_of(model.forward_inputs(inputs, stage.is_train())?, y)
+    }
+
+    fn metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {
+        self.stage_metrics(stage)
     }
 
     fn monitor(&self) -> Monitor {

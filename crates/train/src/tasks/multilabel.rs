@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::metrics::{MeanAveragePrecision, Metric, MultiLabelF1};
-use crate::trainer::{Monitor, Stage, StepOutput, Task};
+use crate::task::{Monitor, Stage, StepOutput, Task};
 use tch::{Kind, Tensor};
 use torchlight_nn::{BCEWithLogitsLoss, Module};
 

@@ -2,7 +2,7 @@
 
 use crate::error::{Result, TrainError};
 use crate::metrics::{MeanAbsoluteError, Metric, RootMeanSquaredError};
-use crate::trainer::{Monitor, Stage, StepOutput, Task};
+use crate::task::{Monitor, Stage, StepOutput, Task};
 use tch::{Kind, Tensor};
 use torchlight_nn::{HuberLoss, L1Loss, MSELoss, Module};
 

@@ -3,10 +3,12 @@
 //! out-of-memory report. The Trainer drives it; a hand-written loop and `torchlight doctor`
 //! call it too, so every loop gets the same step.
 
-use crate::config::NonFiniteAction;
+use crate::batch::Batch;
 use crate::error::{Result, TrainError};
 use crate::guard::{self, GradCheck};
-use crate::trainer::{AsDynModule, Batch, Stage, StepOutput, Task};
+use crate::task::{Stage, StepOutput, Task};
+use crate::trainer::AsDynModule;
+use serde::{Deserialize, Serialize};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use tch::{Device, Kind, Tensor};
 use torchlight_nn::{named_parameters, Module};
@@ -35,6 +37,18 @@ pub struct StepConfig {
     pub guard_nonfinite: bool,
     /// When the guard's verdict is read back to the host; default [`GuardRead::Auto`].
     pub guard_read: GuardRead,
+}
+
+/// What the training guard does when a loss or gradient holds NaN or Inf (the recipe's
+/// `train.on_nonfinite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NonFiniteAction {
+    /// Stop with [`TrainError::NonFinite`], the default.
+    #[default]
+    Stop,
+    /// Skip that optimizer step (gradients dropped, weights untouched) and go on.
+    Skip,
 }
 
 /// When the non-finite guard ([`StepConfig::guard_nonfinite`]) reads its verdict to the host.
@@ -149,15 +163,15 @@ struct UnreadCheck {
 impl StepRunner {
     /// A runner for batches on `device`. Fails on `accumulation = 0` or a bad clip value.
     pub fn new(config: StepConfig, device: Device) -> Result<Self> {
-        let bad = |field: &str, value: String, reason: &str| {
-            Err(TrainError::InvalidConfig { field: field.into(), value, reason: reason.into() })
+        let bad = |setting: &str, value: String, reason: &str| {
+            Err(TrainError::InvalidSetting { setting: setting.into(), value, reason: reason.into() })
         };
         if config.accumulation == 0 {
-            return bad("train.accumulation_steps", "0".into(), "must be at least 1");
+            return bad("accumulation", "0".into(), "must be at least 1");
         }
         if let Some(c) = config.grad_clip {
             if !(c.is_finite() && c > 0.0) {
-                return bad("train.grad_clip", c.to_string(), "must be a positive number");
+                return bad("grad_clip", c.to_string(), "must be a positive number");
             }
         }
         let kind = amp_kind(&config, device);

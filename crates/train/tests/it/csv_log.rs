@@ -4,7 +4,7 @@
 use torchlight_train::{read_metrics_csv, CsvLogger, EpochRecord, TrainError};
 
 const HEADER: &str =
-    "epoch,lr,train_loss,train_acc,val_loss,val_acc,val_top5,seconds,images_per_s,data_stall_pct";
+    "epoch,lr,train_loss,train_acc,val_loss,val_acc,val_top5,seconds,samples_per_s,data_stall_pct";
 
 fn record(epoch: usize) -> EpochRecord {
     let e = epoch as f64;
@@ -14,7 +14,7 @@ fn record(epoch: usize) -> EpochRecord {
         train: vec![("loss".into(), 2.0 / e), ("acc".into(), 0.1 * e)],
         val: vec![("loss".into(), 2.5 / e), ("acc".into(), 0.09 * e), ("top5".into(), 0.5)],
         seconds: 10.0 + e,
-        images_per_s: 512.25,
+        samples_per_s: 512.25,
         data_stall_pct: 3.5,
     }
 }
@@ -31,7 +31,7 @@ fn columns_follow_the_metrics() {
     assert_eq!(log.path(), path);
     let regression =
         EpochRecord { train: vec![("loss".into(), 1.0), ("mae".into(), 0.5)], val: vec![], ..record(1) };
-    assert_eq!(regression.csv_header(), "epoch,lr,train_loss,train_mae,seconds,images_per_s,data_stall_pct");
+    assert_eq!(regression.csv_header(), "epoch,lr,train_loss,train_mae,seconds,samples_per_s,data_stall_pct");
     let err = log.append(&regression).unwrap_err();
     assert!(err.to_string().contains("this run logs `epoch,lr,train_loss,train_mae"), "{err}");
 }

@@ -4,16 +4,11 @@
 //! (`tests/scripts/read_tfevents.py`). GPU tests live in `cuda.rs` behind the `cuda-tests`
 //! feature.
 
-mod config;
 mod csv_log;
 #[cfg(feature = "cuda-tests")]
 mod cuda;
-mod doctor;
-mod fit;
-mod guard;
 mod metrics;
 mod plot;
-mod run_dir;
 mod tfevents;
 mod trainer;
 

@@ -16,7 +16,7 @@ fn records(n: usize) -> Vec<EpochRecord> {
                 train: vec![("loss".into(), 1.6 / x), ("acc".into(), 1.0 - 0.6 / x)],
                 val: vec![("loss".into(), 1.8 / x + 0.05), ("acc".into(), 1.0 - 0.7 / x)],
                 seconds: 3.0,
-                images_per_s: 100.0,
+                samples_per_s: 100.0,
                 data_stall_pct: 1.0,
             }
         })

@@ -1,15 +1,18 @@
 //! The Trainer with a user's own model, dataset and tasks: every built-in task learns a small
 //! problem; an interrupted or crashed run resumes mid-epoch to the same weights as a straight
-//! run, bit for bit; callbacks see every hook; accumulation equals one large batch; the
+//! run, bit for bit, with a callback's tensor state and a seeded batch transform; callbacks see
+//! every hook and can change the model's layers; accumulation equals one large batch; the
 //! out-of-memory guard finds the largest batch that fits.
 
 use crate::{temp_dir, torch_rng_lock};
 use std::any::Any;
+use std::cell::RefCell;
 use std::path::Path;
+use std::rc::Rc;
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 use torchlight_data::{Array, ArrayToTensor, DataLoader, Dataset};
-use torchlight_nn::{named_parameters, state_dict, Dropout, Linear, Module};
+use torchlight_nn::{named_parameters, state_dict, visit_modules_mut, Dropout, Linear, Module};
 use torchlight_optim::{AdamConfig, AdamW, ParamGroup, Sgd, SgdConfig};
 use torchlight_tensor::seed::Rng;
 use torchlight_tensor::seed_everything;
@@ -51,6 +54,9 @@ impl Module for Mlp {
         vec![("fc1".into(), &mut self.fc1), ("drop".into(), &mut self.drop), ("fc2".into(), &mut self.fc2)]
     }
     fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
 }
@@ -145,11 +151,76 @@ impl Callback for StopAt {
     }
 }
 
+/// The sum of `fc1.weight` over every optimizer step and the step count, as tensors: a
+/// callback whose state is tensors (what an EMA of the weights is), saved in checkpoints and
+/// restored on resume; its final values are written to `out` when training ends.
+struct RunningSum {
+    sum: Tensor,
+    steps: Tensor,
+    out: Rc<RefCell<Option<(Tensor, Tensor)>>>,
+}
+
+impl RunningSum {
+    fn new(out: Rc<RefCell<Option<(Tensor, Tensor)>>>) -> Self {
+        let zeros = Tensor::zeros([16, 4], (Kind::Float, Device::Cpu));
+        RunningSum { sum: zeros, steps: Tensor::from(0i64), out }
+    }
+}
+
+impl Callback for RunningSum {
+    fn name(&self) -> String {
+        "RunningSum".into()
+    }
+    fn on_train_batch_end(&mut self, ctx: &mut Context<'_>, batch: &BatchEnd) -> Result<()> {
+        if batch.stepped {
+            let w = named_parameters(ctx.model()).into_iter().find(|(k, _)| k == "fc1.weight").unwrap().1;
+            self.sum = &self.sum + w.detach();
+            self.steps = &self.steps + 1;
+        }
+        Ok(())
+    }
+    fn on_train_end(&mut self, _: &mut Context<'_>) -> Result<()> {
+        *self.out.borrow_mut() = Some((self.sum.copy(), self.steps.copy()));
+        Ok(())
+    }
+    fn tensor_state(&self) -> Vec<(String, Tensor)> {
+        vec![("sum".into(), self.sum.shallow_clone()), ("steps".into(), self.steps.shallow_clone())]
+    }
+    fn load_tensor_state(&mut self, tensors: Vec<(String, Tensor)>) -> Result<()> {
+        for (key, t) in tensors {
+            match key.as_str() {
+                "sum" => self.sum = t,
+                "steps" => self.steps = t,
+                other => panic!("unexpected tensor {other}"),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Noise on every training batch, from both of the batch's generators: torch's (as a PyTorch
+/// Mixup draws) and Torchlight's own.
+fn noisy(batch: (Tensor, Tensor), ctx: &mut BatchContext) -> Result<(Tensor, Tensor)> {
+    let (x, y) = batch;
+    let noise = ctx.with_torch_generator(|| Tensor::randn_like(&x) * 0.05)?;
+    let shift: f64 = rand::Rng::random_range(ctx.rng(), -0.1..0.1);
+    Ok((x + noise + shift, y))
+}
+
+/// What a blob run adds to the plain loop: the tensor-state callback and the batch transform.
+type Extras = Option<Rc<RefCell<Option<(Tensor, Tensor)>>>>;
+
 /// Trains a fresh seeded Mlp on the blobs for 3 epochs (5 batches each, accumulation 2, so 3
-/// steps per epoch) in `run`, with checkpoints every 2 steps; `stop` interrupts it.
-fn blob_run(run: &Path, stop: Option<StopAt>, resume: bool) -> (Result<FitSummary>, Vec<(String, Tensor)>) {
+/// steps per epoch) in `run`, with checkpoints every 2 steps; `stop` interrupts it; `extras`
+/// adds [`RunningSum`] (its final tensors written there) and the [`noisy`] batch transform.
+fn blob_run(
+    run: &Path,
+    stop: Option<StopAt>,
+    resume: bool,
+    extras: Extras,
+) -> (Result<FitSummary>, Vec<(String, Tensor)>) {
     seed_everything(11);
-    let model = Mlp::new(4, 16, 3);
+    let mut model = Mlp::new(4, 16, 3);
     let mut optimizer = adamw(&model, 1e-2);
     let mut train = blob_loader(40, true, 2);
     let mut val = blob_loader(24, false, 0);
@@ -164,12 +235,15 @@ fn blob_run(run: &Path, stop: Option<StopAt>, resume: bool) -> (Result<FitSummar
     if let Some(stop) = stop {
         builder = builder.callback(stop);
     }
+    if let Some(out) = extras {
+        builder = builder.callback(RunningSum::new(out)).batch_transform(noisy);
+    }
     if resume {
         builder = builder.resume_from(run.join("checkpoints/last"));
     }
     let mut trainer = builder.build().unwrap();
     let task = Classification::new(3).with_top_k(2);
-    let result = trainer.fit(&model, &task, &mut optimizer, &mut train, Some(&mut val));
+    let result = trainer.fit(&mut model, &task, &mut optimizer, &mut train, Some(&mut val));
     (result, weights(&model))
 }
 
@@ -177,13 +251,13 @@ fn blob_run(run: &Path, stop: Option<StopAt>, resume: bool) -> (Result<FitSummar
 fn a_user_model_resumes_mid_epoch_exactly_after_an_interrupt_or_a_crash() {
     let _lock = torch_rng_lock();
     let tmp = temp_dir();
-    let (straight, want) = blob_run(&tmp.path().join("straight"), None, false);
+    let (straight, want) = blob_run(&tmp.path().join("straight"), None, false, None);
     let straight = straight.unwrap();
     assert_eq!((straight.epochs, straight.global_step), (3, 9));
 
     // Ctrl-C at step 4 (the middle of epoch 2): the step finishes, `last` is saved there.
     let run = tmp.path().join("interrupted");
-    let (err, _) = blob_run(&run, Some(StopAt { at: 4, signal: true }), false);
+    let (err, _) = blob_run(&run, Some(StopAt { at: 4, signal: true }), false, None);
     let err = err.unwrap_err();
     match &err {
         TrainError::Interrupted { signal, epoch, step, checkpoint } => {
@@ -195,7 +269,7 @@ fn a_user_model_resumes_mid_epoch_exactly_after_an_interrupt_or_a_crash() {
     let saved = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
     let p = saved.meta.progress;
     assert_eq!((p.epoch, p.batch, p.global_step), (1, 2, 4), "mid-epoch, at the exact batch");
-    let (resumed, got) = blob_run(&run, None, true);
+    let (resumed, got) = blob_run(&run, None, true, None);
     let resumed = resumed.unwrap();
     assert_same_weights(&want, &got);
     assert_eq!(resumed.history.len(), 3);
@@ -208,13 +282,102 @@ fn a_user_model_resumes_mid_epoch_exactly_after_an_interrupt_or_a_crash() {
 
     // A crash at step 7 loses nothing before the step-6 checkpoint (every 2 steps).
     let run = tmp.path().join("crashed");
-    let (err, _) = blob_run(&run, Some(StopAt { at: 7, signal: false }), false);
+    let (err, _) = blob_run(&run, Some(StopAt { at: 7, signal: false }), false, None);
     assert!(err.unwrap_err().to_string().contains("simulated crash"));
     let saved = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
     assert_eq!(saved.meta.progress.global_step, 6);
-    let (resumed, got) = blob_run(&run, None, true);
+    let (resumed, got) = blob_run(&run, None, true, None);
     assert_eq!(resumed.unwrap().global_step, 9);
     assert_same_weights(&want, &got);
+}
+
+#[test]
+fn a_callbacks_tensors_and_a_batch_transform_resume_mid_epoch_bit_for_bit() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let straight_out = Rc::new(RefCell::new(None));
+    let (straight, want) = blob_run(&tmp.path().join("straight"), None, false, Some(straight_out.clone()));
+    assert_eq!(straight.unwrap().global_step, 9);
+    let (plain, plain_weights) = blob_run(&tmp.path().join("plain"), None, false, None);
+    plain.unwrap();
+    assert!(
+        want.iter().zip(&plain_weights).any(|((_, a), (_, b))| !a.equal(b)),
+        "the batch transform changes what is trained on"
+    );
+
+    // Ctrl-C at step 4, the middle of epoch 2: the callback's tensors go into the checkpoint.
+    let run = tmp.path().join("interrupted");
+    let out = Rc::new(RefCell::new(None));
+    let (err, _) = blob_run(&run, Some(StopAt { at: 4, signal: true }), false, Some(out.clone()));
+    assert!(matches!(err.unwrap_err(), TrainError::Interrupted { .. }));
+    let saved = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+    let tensors: std::collections::BTreeMap<String, Tensor> = saved.loop_tensors().into_iter().collect();
+    assert_eq!(tensors["callbacks.RunningSum.steps"].int64_value(&[]), 4, "saved at step 4");
+    assert_eq!(saved.meta.loop_state["callback_tensors"]["RunningSum"], serde_json::json!(["sum", "steps"]));
+    assert!(out.borrow().is_none(), "the interrupted run did not end");
+
+    let (resumed, got) = blob_run(&run, None, true, Some(out.clone()));
+    assert_eq!(resumed.unwrap().global_step, 9);
+    assert_same_weights(&want, &got);
+    let (sum, steps) = out.borrow_mut().take().unwrap();
+    let (want_sum, want_steps) = straight_out.borrow_mut().take().unwrap();
+    assert_eq!(steps.int64_value(&[]), 9);
+    assert!(steps.equal(&want_steps) && sum.equal(&want_sum), "the callback's tensors resumed bit for bit");
+}
+
+/// Turns every `Dropout` of the model off from epoch `from` on, through the mutable model
+/// view a callback gets.
+struct DropoutOffFrom {
+    from: u64,
+}
+
+impl Callback for DropoutOffFrom {
+    fn name(&self) -> String {
+        "DropoutOffFrom".into()
+    }
+    fn on_train_epoch_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        if ctx.position.epoch >= self.from {
+            visit_modules_mut(ctx.model_mut(), &mut |_, m| {
+                if let Some(d) = m.as_any_mut().downcast_mut::<Dropout>() {
+                    d.p = 0.0;
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_callback_changes_a_layer_of_the_model_it_trains() {
+    let _lock = torch_rng_lock();
+    seed_everything(3);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let mut trainer = Trainer::builder()
+        .epochs(2)
+        .progress(Progress::quiet())
+        .callback(DropoutOffFrom { from: 1 })
+        .build()
+        .unwrap();
+    let mut train = blob_loader(16, true, 0);
+    trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None).unwrap();
+    assert_eq!(model.drop.p, 0.0, "the callback reached the layer through Context::model_mut");
+    let x = Tensor::randn([5, 4], (Kind::Float, Device::Cpu));
+    assert!(model.forward_t(&x, true).equal(&model.forward_t(&x, false)), "no dropout left");
+}
+
+#[test]
+fn a_batch_transform_for_another_batch_type_is_refused_before_training() {
+    let _lock = torch_rng_lock();
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let wrong = |b: Vec<Tensor>, _: &mut BatchContext| -> Result<Vec<Tensor>> { Ok(b) };
+    let mut trainer =
+        Trainer::builder().progress(Progress::quiet()).seed(1).batch_transform(wrong).build().unwrap();
+    let mut train = blob_loader(16, true, 0);
+    let err = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("batch_transform") && text.contains("fit trains on batches of type ("), "{text}");
 }
 
 #[test]
@@ -222,11 +385,11 @@ fn a_user_model_exports_to_torchscript_after_training() {
     let _lock = torch_rng_lock();
     let tmp = temp_dir();
     seed_everything(3);
-    let model = Mlp::new(4, 8, 3);
+    let mut model = Mlp::new(4, 8, 3);
     let mut optimizer = adamw(&model, 1e-2);
     let mut train = blob_loader(24, true, 0);
     let mut trainer = Trainer::builder().epochs(2).progress(Progress::quiet()).build().unwrap();
-    trainer.fit(&model, &Classification::new(3), &mut optimizer, &mut train, None).unwrap();
+    trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None).unwrap();
     let path = tmp.path().join("mlp.pt");
     let x = Tensor::randn([5, 4], (Kind::Float, Device::Cpu));
     torchlight_export::export_torchscript(&model, &x, &path).unwrap();
@@ -294,7 +457,7 @@ fn last_val(summary: &FitSummary, name: &str) -> f64 {
 fn each_built_in_task_learns_a_small_problem() {
     let _lock = torch_rng_lock();
     seed_everything(2);
-    let fit = |model: &Linear,
+    let fit = |model: &mut Linear,
                task: &dyn Task<Linear, (Tensor, Tensor)>,
                train: &mut dyn BatchSource<(Tensor, Tensor)>,
                val: &mut dyn BatchSource<(Tensor, Tensor)>,
@@ -305,9 +468,9 @@ fn each_built_in_task_learns_a_small_problem() {
     };
 
     // Classification: three separable blobs.
-    let model = Linear::new(4, 3, true);
+    let mut model = Linear::new(4, 3, true);
     let (mut train, mut val) = (blob_loader(96, true, 0), blob_loader(48, false, 0));
-    let s = fit(&model, &Classification::new(3), &mut train, &mut val, 15);
+    let s = fit(&mut model, &Classification::new(3), &mut train, &mut val, 15);
     let acc = last_val(&s, "val_acc");
     assert!(acc > 0.9, "classification val_acc {acc}: {:?}", s.history.last());
     assert_eq!(s.best.map(|b| b.0), s.history.iter().map(|r| r.get("val_acc").unwrap()).reduce(f64::max));
@@ -319,8 +482,8 @@ fn each_built_in_task_learns_a_small_problem() {
         pairs_loader(&x.narrow(0, 0, 112), &y.narrow(0, 0, 112), true),
         pairs_loader(&x.narrow(0, 112, 48), &y.narrow(0, 112, 48), false),
     );
-    let model = Linear::new(4, 4, true);
-    let s = fit(&model, &MultiLabel::new(), &mut train, &mut val, 15);
+    let mut model = Linear::new(4, 4, true);
+    let s = fit(&mut model, &MultiLabel::new(), &mut train, &mut val, 15);
     let (f1, map) = (last_val(&s, "val_f1"), last_val(&s, "val_map"));
     assert!(f1 > 0.9 && map > 0.95, "multi-label val f1 {f1}, mAP {map}");
 
@@ -331,8 +494,8 @@ fn each_built_in_task_learns_a_small_problem() {
         pairs_loader(&x.narrow(0, 0, 112), &y.narrow(0, 0, 112), true),
         pairs_loader(&x.narrow(0, 112, 48), &y.narrow(0, 112, 48), false),
     );
-    let model = Linear::new(4, 2, true);
-    let s = fit(&model, &Regression::new(RegressionLoss::Huber { delta: 1.0 }), &mut train, &mut val, 40);
+    let mut model = Linear::new(4, 2, true);
+    let s = fit(&mut model, &Regression::new(RegressionLoss::Huber { delta: 1.0 }), &mut train, &mut val, 40);
     let (first, mae, rmse) =
         (s.history[0].get("val_mae").unwrap(), last_val(&s, "val_mae"), last_val(&s, "val_rmse"));
     assert!(
@@ -361,6 +524,10 @@ impl Callback for Recorder {
     }
     fn on_train_epoch_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
         self.seen.borrow_mut().push(format!("epoch_start {}", ctx.position.epoch));
+        Ok(())
+    }
+    fn on_train_batch_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        self.seen.borrow_mut().push(format!("batch_start {}", ctx.position.batch));
         Ok(())
     }
     fn on_train_batch_end(&mut self, _: &mut Context<'_>, b: &BatchEnd) -> Result<()> {
@@ -395,7 +562,7 @@ fn callbacks_see_every_hook_in_order_and_early_stopping_stops() {
     let _lock = torch_rng_lock();
     let tmp = temp_dir();
     seed_everything(4);
-    let model = Linear::new(4, 3, true);
+    let mut model = Linear::new(4, 3, true);
     // lr 0: nothing improves, so patience 2 stops after epoch 3.
     let mut optimizer =
         Sgd::new(vec![ParamGroup::new(named_parameters(&model), SgdConfig::new(0.0))]).unwrap();
@@ -411,24 +578,28 @@ fn callbacks_see_every_hook_in_order_and_early_stopping_stops() {
         .build()
         .unwrap();
     let (mut train, mut val) = (blob_loader(24, true, 0), blob_loader(16, false, 0));
-    let s = trainer.fit(&model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val)).unwrap();
+    let s =
+        trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val)).unwrap();
     assert_eq!(s.epochs, 3);
     assert_eq!(s.stopped_early.as_deref(), Some("early stopping: no better val_loss for 2 epochs"));
     let seen = seen.borrow();
     assert_eq!(
-        seen[..8],
+        seen[..11],
         [
             "train_start",
             "epoch_start 0",
+            "batch_start 0",
             "batch_end false",
+            "batch_start 1",
             "before_step grads=true",
             "batch_end true",
+            "batch_start 2",
             "before_step grads=true",
             "batch_end true",
             "val_end val_loss,val_acc,val_top3",
         ]
     );
-    assert_eq!(seen[8], "epoch_end 1 history 1");
+    assert_eq!(seen[11], "epoch_end 1 history 1");
     assert_eq!(seen.last().unwrap(), "train_end");
     // The callbacks' states are in the checkpoint.
     let last = torchlight_checkpoint::Checkpoint::load(tmp.path().join("checkpoints/last")).unwrap();
@@ -496,4 +667,92 @@ fn out_of_memory_reports_the_largest_batch_that_fits() {
     }
     assert!(err.to_string().contains("set train.batch_size = 6 (and train.accumulation_steps = 4"), "{err}");
     assert!(!model.weight.grad().defined(), "the failed step left no gradient behind");
+}
+
+/// A model with two inputs, as a text model has (ids and lengths): features and a per-sample
+/// scale. Its one-tensor forward is the scale-1 case.
+#[derive(Debug, torchlight_nn::Module)]
+struct Scaled {
+    fc: Linear,
+}
+
+impl ModuleT for Scaled {
+    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        self.fc.forward_t(x, train)
+    }
+}
+
+impl torchlight_nn::MultiInput for Scaled {
+    fn forward_inputs(&self, inputs: &torchlight_nn::Inputs, train: bool) -> torchlight_nn::Result<Tensor> {
+        let (x, scale) = (inputs.get("x")?, inputs.get("scale")?);
+        Ok(self.fc.forward_t(&(x * scale.unsqueeze(1)), train))
+    }
+}
+
+/// `(Inputs, targets)` batches held in memory: a BatchSource of a user's own.
+struct InputBatches(Vec<(torchlight_nn::Inputs, Tensor)>);
+
+struct InputIter<'a>(std::slice::Iter<'a, (torchlight_nn::Inputs, Tensor)>);
+
+impl Iterator for InputIter<'_> {
+    type Item = Result<(torchlight_nn::Inputs, Tensor)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(i, y)| Ok((i.map(Tensor::shallow_clone), y.shallow_clone())))
+    }
+}
+
+impl EpochBatches<(torchlight_nn::Inputs, Tensor)> for InputIter<'_> {
+    fn stall(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+}
+
+impl BatchSource<(torchlight_nn::Inputs, Tensor)> for InputBatches {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn batches(
+        &mut self,
+        _: u64,
+        first: usize,
+    ) -> Box<dyn EpochBatches<(torchlight_nn::Inputs, Tensor)> + '_> {
+        Box::new(InputIter(self.0[first.min(self.0.len())..].iter()))
+    }
+}
+
+#[test]
+fn a_model_with_two_inputs_trains_through_the_same_task() {
+    let _lock = torch_rng_lock();
+    seed_everything(8);
+    let batch = |seed: i64, names: &[&str]| {
+        let blobs = Blobs::new(16, 3, seed);
+        let x = Tensor::from_slice(&blobs.x.concat()).view([16, 4]);
+        // The scale undoes a per-sample shrink of the features: only both inputs together
+        // show the classes.
+        let scale = Tensor::rand([16], (Kind::Float, Device::Cpu)) + 0.5;
+        let mut inputs = torchlight_nn::Inputs::new();
+        for &name in names {
+            inputs = match name {
+                "x" => inputs.with("x", &x / scale.unsqueeze(1)),
+                _ => inputs.with("scale", scale.shallow_clone()),
+            };
+        }
+        (inputs, Tensor::from_slice(&blobs.y))
+    };
+    let both = ["x", "scale"];
+    let mut train = InputBatches((0..6).map(|s| batch(s, &both)).collect());
+    let mut val = InputBatches((6..8).map(|s| batch(s, &both)).collect());
+    let mut model = Scaled { fc: Linear::new(4, 3, true) };
+    let mut optimizer = adamw(&model, 5e-2);
+    let mut trainer = Trainer::builder().epochs(15).progress(Progress::quiet()).build().unwrap();
+    let s =
+        trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val)).unwrap();
+    let acc = last_val(&s, "val_acc");
+    assert!(acc > 0.9, "val_acc {acc}");
+
+    let mut missing = InputBatches(vec![batch(9, &["x"])]);
+    let mut trainer = Trainer::builder().progress(Progress::quiet()).build().unwrap();
+    let err =
+        trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut missing, None).unwrap_err();
+    assert_eq!(err.to_string(), "the batch has no input `scale`; it has `x`");
 }

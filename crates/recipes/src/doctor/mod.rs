@@ -14,15 +14,16 @@ pub use overfit::overfit_batch;
 pub use short_run::{short_run, stall_finding};
 
 use crate::config::TrainConfig;
-use crate::error::{Result, TrainError};
-use crate::recipe::{build_model, eval_transform, loader, model_architecture, open_splits};
-use crate::trainer::{Batch, StepConfig};
+use crate::error::{RecipeError, Result};
+use crate::image::{eval_transform, loader, open_splits};
+use crate::model::{build_model, model_architecture};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use torchlight_data::Subset;
 use torchlight_tensor::seed_everything;
+use torchlight_train::{Batch, StepConfig};
 use torchlight_vision::ImageFolder;
 
 /// The verdict of one check.
@@ -178,14 +179,15 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
     }
     let splits = open_splits(config)?;
     let num_classes = config.model.num_classes.unwrap_or(splits.classes.len());
-    let head = model_architecture(config)?.head;
+    let arch = model_architecture(config)?;
+    let head = arch.head();
     // One fixed batch without augmentation: the training images through the eval transform.
     let size = config.data.image_size as usize;
     let plain = ImageFolder::new(config.data.train_dir())?.with_transform(eval_transform(size));
     let n = torchlight_data::Dataset::len(&plain);
     let plain = Subset::new(Arc::new(plain), (0..n).collect())?;
     let mut plain_loader = loader(plain, config, true, device)?;
-    let batch = plain_loader.epoch(0).next().ok_or_else(|| TrainError::InvalidConfig {
+    let batch = plain_loader.epoch(0).next().ok_or_else(|| RecipeError::InvalidConfig {
         field: "data.root".into(),
         value: config.data.root.display().to_string(),
         reason: "train/ yields no batch".into(),
@@ -194,7 +196,7 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
 
     seed_everything(config.train.seed);
     let model = build_model(config, num_classes, device)?;
-    let batch = check_batch(model.as_ref(), &x, &y, num_classes);
+    let batch = check_batch(model.as_ref(), arch.classifier(model.as_ref()), &x, &y, num_classes);
     let fatal = batch.iter().any(|f| f.status == Status::Fail);
     report.findings.extend(batch);
     if fatal {
@@ -217,7 +219,7 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
         loaders.push(loader(open_splits(config)?.train, config, true, device)?);
     }
     let batches = loaders.iter_mut().enumerate().flat_map(|(e, l)| l.epoch(e as u64));
-    let batches = batches.map(|b| b.map_err(TrainError::from));
+    let batches = batches.map(|b| b.map_err(RecipeError::from));
     report.findings.extend(short_run(model.as_ref(), head, batches, config, device, options)?);
     Ok(report)
 }

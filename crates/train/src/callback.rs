@@ -1,10 +1,13 @@
 //! `Callback`: code that runs at fixed points of the Trainer's loop (PyTorch Lightning's hook
-//! points), with a saveable state; and the `Context` every hook gets.
+//! points), with a saveable state of JSON and tensors; and the `Context` every hook gets.
 
-use crate::csv_log::EpochRecord;
 use crate::error::Result;
+use crate::metrics::MetricSet;
 use crate::progress::Progress;
-use crate::trainer::Monitor;
+use crate::record::{history_to_json, EpochRecord};
+use crate::task::Monitor;
+use serde_json::json;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tch::{Device, Tensor};
 use torchlight_checkpoint::{Progress as Position, Snapshot};
@@ -41,8 +44,7 @@ pub struct BatchEnd {
 
 /// What a hook can see of the run and ask of the Trainer.
 pub struct Context<'a> {
-    /// The model being trained.
-    pub model: &'a dyn Module,
+    pub(crate) model: &'a mut dyn Module,
     /// Its optimizer (hooks may change learning rates).
     pub optimizer: &'a mut dyn Optimizer,
     /// The lr scheduler, if any.
@@ -60,7 +62,7 @@ pub struct Context<'a> {
     /// Where progress lines go.
     pub progress: &'a Progress,
     pub(crate) control: &'a mut Control,
-    pub(crate) saved: &'a SavedState,
+    pub(crate) saved: Saved<'a>,
 }
 
 /// Requests hooks make of the Trainer.
@@ -72,17 +74,74 @@ pub(crate) struct Control {
     pub(crate) logged: Vec<(String, f64, i64)>,
 }
 
-/// The parts of a checkpoint the loop owns besides model, optimizer, scheduler and scaler:
-/// its own state (position, history, callbacks' states) and tensors (partial metrics).
+/// Every callback's state as of the end of its last hook, refreshed by the Trainer after each
+/// hook (so a callback that snapshots holds the states of those that ran before it in the
+/// same round).
 #[derive(Debug, Default)]
-pub(crate) struct SavedState {
-    pub(crate) loop_state: serde_json::Value,
-    pub(crate) loop_tensors: Vec<(String, Tensor)>,
+pub(crate) struct CallbackStates {
+    pub(crate) json: BTreeMap<String, serde_json::Value>,
+    pub(crate) tensors: BTreeMap<String, Vec<(String, Tensor)>>,
+}
+
+impl CallbackStates {
+    /// Takes `callback`'s current state.
+    pub(crate) fn refresh(&mut self, callback: &dyn Callback) {
+        let name = callback.name();
+        let tensors = callback.tensor_state();
+        if tensors.is_empty() {
+            self.tensors.remove(&name);
+        } else {
+            self.tensors.insert(name.clone(), tensors);
+        }
+        self.json.insert(name, callback.state_dict());
+    }
+}
+
+/// What a snapshot holds besides model, optimizer, scheduler and scaler, borrowed from the
+/// loop: the loop's own state is assembled only when a snapshot is taken.
+pub(crate) struct Saved<'a> {
+    pub(crate) callbacks: &'a CallbackStates,
+    /// The epoch's training metrics so far (saved mid-epoch).
+    pub(crate) train_metrics: &'a MetricSet,
     pub(crate) data_seed: Option<u64>,
-    pub(crate) config: serde_json::Value,
+    pub(crate) config: &'a serde_json::Value,
+}
+
+/// The loop's own part of a checkpoint's `meta.json` (`loop_state`): the run length, the epoch
+/// history, every callback's JSON state and the keys of its tensors.
+pub(crate) fn loop_state(
+    position: &LoopPosition,
+    history: &[EpochRecord],
+    callbacks: &CallbackStates,
+) -> serde_json::Value {
+    let tensor_keys: BTreeMap<&String, Vec<&String>> =
+        callbacks.tensors.iter().map(|(name, ts)| (name, ts.iter().map(|(k, _)| k).collect())).collect();
+    json!({
+        "epochs": position.epochs,
+        "history": history_to_json(history),
+        "callbacks": callbacks.json,
+        "callback_tensors": tensor_keys,
+    })
+}
+
+/// The key under which callback `name`'s tensor `key` is saved (`loop.` is the checkpoint's
+/// own prefix): `callbacks.<name>.<key>`.
+pub(crate) fn callback_tensor_key(name: &str, key: &str) -> String {
+    format!("callbacks.{name}.{key}")
 }
 
 impl Context<'_> {
+    /// The model being trained.
+    pub fn model(&self) -> &dyn Module {
+        self.model
+    }
+
+    /// The model being trained, to change a layer (freeze BatchNorm statistics, swap a head):
+    /// structure through [`Module::children_mut`].
+    pub fn model_mut(&mut self) -> &mut dyn Module {
+        self.model
+    }
+
     /// Asks the Trainer to stop after this hook round (early stopping); `reason` is printed.
     pub fn request_stop(&mut self, reason: impl Into<String>) {
         self.control.stop = Some(reason.into());
@@ -126,8 +185,17 @@ impl Context<'_> {
     /// optimizer, scheduler, GradScaler, generator states, the loop's position (mid-epoch
     /// included), partial metrics and every callback's state.
     pub fn snapshot(&self) -> Snapshot<'_> {
+        let mut loop_tensors = Vec::new();
+        if self.position.batch > 0 {
+            let partial = self.saved.train_metrics.state().into_iter();
+            loop_tensors.extend(partial.map(|(k, t)| (format!("train_metrics.{k}"), t)));
+        }
+        for (name, tensors) in &self.saved.callbacks.tensors {
+            let own = tensors.iter().map(|(k, t)| (callback_tensor_key(name, k), t.shallow_clone()));
+            loop_tensors.extend(own);
+        }
         Snapshot {
-            model: self.model,
+            model: &*self.model,
             optimizer: Some(&*self.optimizer),
             scheduler: self.scheduler,
             grad_scaler: Some(self.scaler),
@@ -141,20 +209,19 @@ impl Context<'_> {
             data_seed: self.saved.data_seed,
             rng: true,
             config: self.saved.config.clone(),
-            loop_state: self.saved.loop_state.clone(),
-            loop_tensors: self
-                .saved
-                .loop_tensors
-                .iter()
-                .map(|(k, t)| (k.clone(), t.shallow_clone()))
-                .collect(),
+            loop_state: loop_state(&self.position, self.history, self.saved.callbacks),
+            loop_tensors,
         }
     }
 }
 
 /// Code run at fixed points of the loop, like a Lightning `Callback`. Every hook has a default
-/// that does nothing; a callback's [`state_dict`](Callback::state_dict) is saved in every
-/// checkpoint and handed back through [`load_state_dict`](Callback::load_state_dict) on resume.
+/// that does nothing. A callback's state is saved in every checkpoint and handed back on
+/// resume: JSON through [`state_dict`](Callback::state_dict) /
+/// [`load_state_dict`](Callback::load_state_dict), tensors (EMA weights, running statistics)
+/// through [`tensor_state`](Callback::tensor_state) /
+/// [`load_tensor_state`](Callback::load_tensor_state), stored bit for bit in the checkpoint's
+/// `training.safetensors` (never in the model's file).
 ///
 /// The built-in logging, checkpointing, early stopping, lr monitoring, progress and staged
 /// unfreezing are callbacks (see `crate::callbacks`); a user's callback gets the same access.
@@ -170,6 +237,13 @@ pub trait Callback {
 
     /// At the start of each training epoch (also a resumed, partly done one).
     fn on_train_epoch_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// Before each training batch's forward pass (after the batch transform, if any);
+    /// `ctx.position.batch` is the batch's 0-based index in the epoch.
+    fn on_train_batch_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
         let _ = ctx;
         Ok(())
     }
@@ -234,6 +308,22 @@ pub trait Callback {
     /// Restores [`Callback::state_dict`] on resume.
     fn load_state_dict(&mut self, state: &serde_json::Value) -> Result<()> {
         let _ = state;
+        Ok(())
+    }
+
+    /// The callback's tensors, saved in checkpoints under their keys (none by default). Return
+    /// shallow clones (`Tensor::shallow_clone`): the checkpoint writes their current values
+    /// when it is taken. Called after each of the callback's hooks, so keep it cheap.
+    fn tensor_state(&self) -> Vec<(String, Tensor)> {
+        Vec::new()
+    }
+
+    /// Restores [`Callback::tensor_state`] on resume, with the tensors as saved (on the CPU,
+    /// with their saved dtypes): copy them into the callback's own tensors, or move them to
+    /// the device. Called after [`load_state_dict`](Callback::load_state_dict), only when the
+    /// checkpoint holds tensors of this callback.
+    fn load_tensor_state(&mut self, tensors: Vec<(String, Tensor)>) -> Result<()> {
+        let _ = tensors;
         Ok(())
     }
 }

@@ -1,17 +1,25 @@
 //! Stage 2 of the doctor: one batch through the model at initialisation.
 
 use super::{Finding, Status};
-use crate::guard;
 use serde_json::json;
-use tch::nn::ModuleT;
 use tch::{Kind, Tensor};
-use torchlight_nn::{CrossEntropyLoss, Module, ResNet};
+use torchlight_nn::{Classifier, CrossEntropyLoss, Module};
 use torchlight_tensor::{no_grad, summary};
+use torchlight_train::guard;
 
 /// Stage 2: one batch `x` `[N, 3, S, S]`, `y` `[N]` through `model` at initialisation (training
 /// mode, no grad): finite inputs, labels in range, output shape `[N, num_classes]`, finite
-/// features and logits, and a loss near ln(num_classes).
-pub fn check_batch(model: &dyn Module, x: &Tensor, y: &Tensor, num_classes: usize) -> Vec<Finding> {
+/// features and logits, and a loss near ln(num_classes). With `split` (the model as a
+/// [`Classifier`], which the registry gives every built-in architecture:
+/// `Architecture::classifier`) the backbone's features are checked apart from the head's
+/// logits; without, the outputs end to end.
+pub fn check_batch(
+    model: &dyn Module,
+    split: Option<&dyn Classifier>,
+    x: &Tensor,
+    y: &Tensor,
+    num_classes: usize,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
     let s = summary(x);
     findings.push(if s.nan + s.inf > 0 {
@@ -54,11 +62,10 @@ pub fn check_batch(model: &dyn Module, x: &Tensor, y: &Tensor, num_classes: usiz
         return findings;
     }
     let _guard = no_grad();
-    // A ResNet's backbone features are checked apart from its head; other models end to end.
-    let (features, logits) = match model.as_any().downcast_ref::<ResNet>() {
-        Some(resnet) => {
-            let features = resnet.features_t(x, true);
-            let logits = resnet.fc.forward_t(&features, true);
+    let (features, logits) = match split {
+        Some(classifier) => {
+            let features = classifier.features_t(x, true);
+            let logits = classifier.logits_t(&features, true);
             (Some(features), logits)
         }
         None => (None, model.forward_t(x, true)),
@@ -73,7 +80,9 @@ pub fn check_batch(model: &dyn Module, x: &Tensor, y: &Tensor, num_classes: usiz
             if shape == [n, num_classes as i64] { Status::Pass } else { Status::Fail },
             format!("logits {shape:?}, expected [{n}, {num_classes}]"),
         )
-        .fix("replace the head with num_classes outputs (ResNet::replace_fc)"),
+        .fix(
+            "replace the head with num_classes outputs (set model.num_classes, or build the model for them)",
+        ),
     );
     let f_ok = features.as_ref().is_none_or(guard::is_all_finite);
     let l_ok = guard::is_all_finite(&logits);

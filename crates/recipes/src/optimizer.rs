@@ -1,63 +1,14 @@
-//! The recipe's model and optimisation: the architecture from the registry with its
-//! pretrained backbone and a new head, AdamW/Adam/SGD over backbone and head groups, the lr
-//! schedule, and the model card that lets a checkpoint rebuild all of it.
+//! The optimisation of a config: AdamW/Adam/SGD over backbone and head groups, and the lr
+//! schedule.
 
 use crate::config::{OptimizerKind, SchedulerConfig, TrainConfig};
-use crate::error::{Result, TrainError};
-use crate::trainer::Interval;
-use serde::{Deserialize, Serialize};
-use tch::{Device, Kind};
-use torchlight_checkpoint::Checkpoint;
-use torchlight_nn::{
-    architecture, load_weights, named_parameters, to_device, Architecture, KeyRewrite, LayerOptions,
-    LoadOptions, ModelSpec, Module,
-};
+use crate::error::Result;
+use torchlight_nn::{named_parameters, Module};
 use torchlight_optim::{
     split_weight_decay, Adam, AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LinearLRConfig, LrScheduler,
     MultiStepLR, OneCycleLR, OneCycleLRConfig, Optimizer, ParamGroup, SequentialLR, Sgd, SgdConfig, StepLR,
 };
-
-/// The registered architecture `config.model.name` names.
-pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
-    let name = &config.model.name;
-    architecture(name).ok_or_else(|| TrainError::InvalidConfig {
-        field: "model.name".into(),
-        value: name.clone(),
-        reason: format!(
-            "not a known architecture; expected one of {}",
-            torchlight_nn::architecture_names().join(", ")
-        ),
-    })
-}
-
-/// The model of `config` with `num_classes` outputs for `data.image_size` images, its starting
-/// weights loaded (everything but the head, which is new; see [`pretrained_load_options`]), on
-/// `device`. Random initialisation runs on the CPU, as in
-/// torchvision (so a seed gives the same weights whatever the device), then moves.
-pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> Result<Box<dyn Module>> {
-    let arch = model_architecture(config)?;
-    let model = (arch.build)(model_spec(config, num_classes), LayerOptions::default())?;
-    if let Some(weights) = &config.model.pretrained {
-        load_weights(model.as_ref(), weights, &pretrained_load_options(config, arch.head)?)?;
-    }
-    to_device(model.as_ref(), device);
-    Ok(model)
-}
-
-/// How the pretrained file loads: strictly, except the head (new), after the config's key
-/// rewrites and with wrapper prefixes (`module.`, `model.`) stripped.
-pub fn pretrained_load_options(config: &TrainConfig, head: &str) -> Result<LoadOptions> {
-    let mut options = LoadOptions::strict().skip(head).strip_wrappers();
-    for rewrite in &config.model.key_rewrite {
-        options = options.rewrite(KeyRewrite::parse(rewrite)?);
-    }
-    Ok(options)
-}
-
-/// What the model of `config` is built for: `num_classes` outputs, `data.image_size` pixels.
-fn model_spec(config: &TrainConfig, num_classes: usize) -> ModelSpec {
-    ModelSpec::new(num_classes as i64, i64::from(config.data.image_size))
-}
+use torchlight_train::Interval;
 
 /// AdamW/Adam/SGD over four groups: backbone and head (the parameters under `head`, e.g.
 /// `fc.`), each with and without weight decay (no decay on biases and norm weights); the head
@@ -152,42 +103,4 @@ pub fn build_scheduler(
         },
         Interval::Epoch,
     )))
-}
-
-/// What the checkpoint's `config` holds beyond the TrainConfig, so eval/predict/export can
-/// rebuild the model and its preprocessing from a checkpoint alone.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModelCard {
-    /// The effective training config.
-    pub config: TrainConfig,
-    /// Class names, in index order.
-    pub classes: Vec<String>,
-    /// The epoch the lr schedule started at: 0, or where a resumed run with more epochs
-    /// restarted it (`train.extend_schedule = "restart"`).
-    #[serde(default)]
-    pub schedule_start: u64,
-}
-
-impl ModelCard {
-    /// Reads the card from a checkpoint's metadata.
-    pub fn from_checkpoint(checkpoint: &Checkpoint) -> Result<Self> {
-        serde_json::from_value(checkpoint.meta.config.clone()).map_err(|e| TrainError::InvalidConfig {
-            field: "checkpoint config".into(),
-            value: checkpoint.dir.display().to_string(),
-            reason: format!("not a Torchlight training checkpoint: {e}"),
-        })
-    }
-
-    /// Builds the model this card describes, uninitialised, on `device` (each tensor allocated
-    /// once there): restore the checkpoint into it.
-    pub fn build_model(&self, device: Device) -> Result<Box<dyn Module>> {
-        let arch = model_architecture(&self.config)?;
-        let options = LayerOptions::new(Kind::Float, device).skip_init();
-        Ok((arch.build)(model_spec(&self.config, self.classes.len()), options)?)
-    }
-
-    /// The `state_dict` prefix of the model's head.
-    pub fn head(&self) -> Result<&'static str> {
-        Ok(model_architecture(&self.config)?.head)
-    }
 }

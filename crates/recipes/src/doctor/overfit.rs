@@ -3,12 +3,11 @@
 use super::{step_config, DoctorOptions, Finding, Status};
 use crate::config::TrainConfig;
 use crate::error::Result;
-use crate::recipe::build_optimizer;
-use crate::tasks::Classification;
-use crate::trainer::{StepConfig, StepRunner};
+use crate::optimizer::build_optimizer;
 use serde_json::json;
 use tch::Tensor;
 use torchlight_nn::{count_parameters, Module};
+use torchlight_train::{Classification, StepConfig, StepRunner};
 
 /// Stage 3: trains `model` on the one batch `(x, y)` for `options.overfit_steps` steps with
 /// the configured optimizer (head under `head`) and the training step `torchlight train` runs

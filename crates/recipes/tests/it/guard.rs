@@ -12,9 +12,11 @@ use std::sync::Arc;
 use tch::Device;
 use torchlight_data::Subset;
 use torchlight_nn::{resnet18, ResNet};
+use torchlight_recipes::image::*;
+use torchlight_recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
+use torchlight_recipes::*;
 use torchlight_tensor::seed::Rng;
 use torchlight_tensor::seed_everything;
-use torchlight_train::synthetic::{write_image_folder, Shape, SyntheticSpec};
 use torchlight_train::*;
 use torchlight_vision::{CenterCrop, Compose, ImageFolder, Resize, Sample, ToTensor, Transform};
 
@@ -73,7 +75,7 @@ type Counts = (u64, u64, u64, f64);
 
 /// One epoch of a hand-written loop on the StepRunner: (skipped steps, steps, samples counted
 /// in the metrics, their mean loss).
-fn one_epoch(c: &TrainConfig, l: &mut Loader, model: &ResNet) -> Result<Counts> {
+fn one_epoch(c: &TrainConfig, l: &mut Loader, model: &ResNet) -> std::result::Result<Counts, RecipeError> {
     one_epoch_reading(c, l, model, GuardRead::Auto).map_err(|(_, e)| *e)
 }
 
@@ -84,7 +86,7 @@ fn one_epoch_reading(
     l: &mut Loader,
     model: &ResNet,
     read: GuardRead,
-) -> std::result::Result<Counts, (usize, Box<TrainError>)> {
+) -> std::result::Result<Counts, (usize, Box<RecipeError>)> {
     let mut at = 0;
     one_epoch_at(c, l, model, read, &mut at).map_err(|e| (at, Box::new(e)))
 }
@@ -95,7 +97,7 @@ fn one_epoch_at(
     model: &ResNet,
     read: GuardRead,
     at: &mut usize,
-) -> Result<(u64, u64, u64, f64)> {
+) -> std::result::Result<Counts, RecipeError> {
     let mut optimizer = build_optimizer(c, model, "fc.")?;
     let step = StepConfig { on_nonfinite: c.train.on_nonfinite, guard_read: read, ..StepConfig::default() };
     let mut runner = StepRunner::new(step, Device::Cpu)?;
@@ -123,7 +125,8 @@ fn a_nan_input_stops_training_naming_step_lr_inputs_and_parameter() {
     let (at, err) = one_epoch_reading(&c, &mut l, &model, GuardRead::Auto).unwrap_err();
     assert_eq!(at, 0, "on the CPU the verdict is read before the bad step's update");
     match err.as_ref() {
-        TrainError::NonFinite { epoch, step, lr, inputs_finite, parameter, .. } => {
+        RecipeError::Train(e) if matches!(**e, TrainError::NonFinite { .. }) => {
+            let TrainError::NonFinite { epoch, step, lr, inputs_finite, parameter, .. } = e.as_ref() else { unreachable!() };
             assert_eq!((*epoch, *step, *lr, *inputs_finite), (1, 1, 1e-3, false));
             assert_eq!(parameter.as_deref(), Some("conv1.weight"), "the first key in state_dict order");
         }
@@ -195,7 +198,7 @@ fn the_default_is_stop_and_the_key_is_settable() {
     c.set("train.on_nonfinite", "skip").unwrap();
     assert_eq!(c.train.on_nonfinite, NonFiniteAction::Skip);
     assert!(c.to_toml().contains("on_nonfinite = \"skip\""));
-    assert!(matches!(c.set("on_nonfinite", "ignore"), Err(TrainError::InvalidOverride { .. })));
+    assert!(matches!(c.set("on_nonfinite", "ignore"), Err(RecipeError::InvalidOverride { .. })));
 }
 
 #[test]
@@ -203,7 +206,7 @@ fn a_model_on_another_device_is_one_error_naming_both() {
     let _lock = torch_rng_lock();
     let tmp = temp_dir();
     let (c, mut l) = setup(tmp.path(), Some(usize::MAX), NonFiniteAction::Stop);
-    let model = resnet18(3);
+    let mut model = resnet18(3);
     let err = guard::check_device(&model, Device::Cuda(0)).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -217,7 +220,7 @@ fn a_model_on_another_device_is_one_error_naming_both() {
         .graceful_shutdown(false)
         .build()
         .unwrap();
-    let err = trainer.fit(&model, &Classification::new(3), optimizer.as_mut(), &mut l, None).unwrap_err();
+    let err = trainer.fit(&mut model, &Classification::new(3), optimizer.as_mut(), &mut l, None).unwrap_err();
     assert!(matches!(err, TrainError::DeviceMismatch { .. }), "{err}");
     let (skipped, ..) = one_epoch(&c, &mut l, &model).unwrap();
     assert_eq!(skipped, 0);

@@ -2,7 +2,7 @@
 //! name, and the list of keys it accepts.
 
 use super::{one_line, TrainConfig, CONFIG_KEYS};
-use crate::error::{Result, TrainError};
+use crate::error::{RecipeError, Result};
 
 impl TrainConfig {
     /// Sets one field from a command-line style `key` and `value`, e.g. `set("epochs", "5")`,
@@ -15,14 +15,14 @@ impl TrainConfig {
     /// defaults. Does not [`validate`](Self::validate).
     ///
     /// ```
-    /// use torchlight_train::{TrainConfig, TrainError};
+    /// use torchlight_recipes::{RecipeError, TrainConfig};
     /// let mut config = TrainConfig::from_toml_str("[train]\nepochs = 30\n")?;
     /// config.set("epochs", "5")?; // like `--epochs 5`
     /// config.set("optim.lr", "3e-4")?;
     /// assert_eq!((config.train.epochs, config.optim.lr), (5, 3e-4));
-    /// assert!(matches!(config.set("epoch", "5"), Err(TrainError::UnknownKey { .. })));
+    /// assert!(matches!(config.set("epoch", "5"), Err(RecipeError::UnknownKey { .. })));
     /// config.validate()?;
-    /// # Ok::<(), TrainError>(())
+    /// # Ok::<(), RecipeError>(())
     /// ```
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let full = resolve_key(key)?;
@@ -35,7 +35,7 @@ impl TrainConfig {
             .or_insert_with(|| toml::Value::Table(toml::Table::new()))
             .as_table_mut()
             .expect("sections are tables");
-        let bad = |reason: String| TrainError::InvalidOverride {
+        let bad = |reason: String| RecipeError::InvalidOverride {
             key: full.to_string(),
             value: value.to_string(),
             reason,
@@ -128,7 +128,7 @@ fn resolve_key(key: &str) -> Result<&'static str> {
     } else {
         by_leaf.iter().map(|k| k.to_string()).collect()
     };
-    Err(TrainError::UnknownKey { key: key.to_string(), suggestions })
+    Err(RecipeError::UnknownKey { key: key.to_string(), suggestions })
 }
 
 #[cfg(test)]
@@ -222,7 +222,7 @@ mod tests {
         c.data.root = PathBuf::from(std::ffi::OsStr::from_bytes(b"data\xff"));
         for err in [c.validate().unwrap_err(), c.clone().set("epochs", "3").unwrap_err()] {
             assert!(
-                matches!(&err, TrainError::InvalidConfig { field, .. } if field == "data.root"),
+                matches!(&err, RecipeError::InvalidConfig { field, .. } if field == "data.root"),
                 "{err:?}"
             );
         }
@@ -242,7 +242,7 @@ mod tests {
         assert_eq!(resolve_key("--image-size").unwrap(), "data.image_size");
         assert_eq!(resolve_key("optim.lr").unwrap(), "optim.lr");
         match resolve_key("lr_backbone") {
-            Err(TrainError::UnknownKey { key, .. }) => assert_eq!(key, "lr_backbone"),
+            Err(RecipeError::UnknownKey { key, .. }) => assert_eq!(key, "lr_backbone"),
             other => panic!("expected UnknownKey, got {other:?}"),
         }
     }

@@ -1,6 +1,6 @@
 //! Run folders: `runs/exp_001`, `runs/exp_002`, ... claimed atomically, or reopened to resume.
 
-use crate::error::{Result, TrainError};
+use crate::error::{RecipeError, Result};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
@@ -25,14 +25,14 @@ impl RunDir {
     /// Like [`create_next`](Self::create_next) with folders named `<prefix>_NNN`.
     pub fn create_next_with_prefix(parent: impl AsRef<Path>, prefix: &str) -> Result<Self> {
         let parent = parent.as_ref();
-        std::fs::create_dir_all(parent).map_err(|e| TrainError::io(parent, e))?;
+        std::fs::create_dir_all(parent).map_err(|e| RecipeError::io(parent, e))?;
         let mut next = highest_number(parent, prefix)? + 1;
         loop {
             let path = parent.join(format!("{prefix}_{next:03}"));
             match std::fs::create_dir(&path) {
                 Ok(()) => return Ok(RunDir { path }),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => next += 1,
-                Err(e) => return Err(TrainError::io(path, e)),
+                Err(e) => return Err(RecipeError::io(path, e)),
             }
         }
     }
@@ -43,12 +43,12 @@ impl RunDir {
         let path = path.as_ref();
         match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => Ok(RunDir { path: path.to_path_buf() }),
-            Ok(_) => Err(TrainError::RunDir { path: path.to_path_buf(), reason: "is not a folder".into() }),
-            Err(e) if e.kind() == ErrorKind::NotFound => Err(TrainError::RunDir {
+            Ok(_) => Err(RecipeError::RunDir { path: path.to_path_buf(), reason: "is not a folder".into() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(RecipeError::RunDir {
                 path: path.to_path_buf(),
                 reason: "no such run folder to resume".into(),
             }),
-            Err(e) => Err(TrainError::io(path, e)),
+            Err(e) => Err(RecipeError::io(path, e)),
         }
     }
 
@@ -67,12 +67,12 @@ impl RunDir {
         self.join("config.toml")
     }
 
-    /// `metrics.csv`: one row per epoch ([`CsvLogger`](crate::CsvLogger)).
+    /// `metrics.csv`: one row per epoch ([`CsvLogger`](torchlight_train::CsvLogger)).
     pub fn metrics_csv_path(&self) -> PathBuf {
         self.join("metrics.csv")
     }
 
-    /// `curves.png`: loss and accuracy per epoch ([`plot_curves`](crate::plot_curves)).
+    /// `curves.png`: loss and accuracy per epoch ([`plot_curves`](torchlight_train::plot_curves)).
     pub fn curves_path(&self) -> PathBuf {
         self.join("curves.png")
     }
@@ -90,17 +90,17 @@ impl RunDir {
     /// `checkpoints/`, created on first call.
     pub fn checkpoints_dir(&self) -> Result<PathBuf> {
         let dir = self.join("checkpoints");
-        std::fs::create_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| RecipeError::io(&dir, e))?;
         Ok(dir)
     }
 }
 
 /// The highest N of folders named `<prefix>_N` in `parent` (0 when none).
 fn highest_number(parent: &Path, prefix: &str) -> Result<u64> {
-    let entries = std::fs::read_dir(parent).map_err(|e| TrainError::io(parent, e))?;
+    let entries = std::fs::read_dir(parent).map_err(|e| RecipeError::io(parent, e))?;
     let mut highest = 0;
     for entry in entries {
-        let entry = entry.map_err(|e| TrainError::io(parent, e))?;
+        let entry = entry.map_err(|e| RecipeError::io(parent, e))?;
         let name = entry.file_name();
         let Some(number) = name.to_str().and_then(|n| run_number(n, prefix)) else { continue };
         highest = highest.max(number);

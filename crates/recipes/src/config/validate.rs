@@ -11,14 +11,14 @@ pub const MAX_WORKERS: usize = 256;
 pub const MAX_CLASSES: usize = 1_000_000;
 /// The largest batch of float32 inputs, in bytes (64 GiB): larger is a typo, not a plan.
 pub const MAX_BATCH_BYTES: u128 = 64 << 30;
-use crate::error::{Result, TrainError};
+use crate::error::{RecipeError, Result};
 
 impl TrainConfig {
     /// Checks every value training depends on; the error names the first invalid field,
     /// its value and why. Call after all overrides.
     pub fn validate(&self) -> Result<()> {
         fn invalid(field: &str, value: impl ToString, reason: &str) -> Result<()> {
-            Err(TrainError::InvalidConfig {
+            Err(RecipeError::InvalidConfig {
                 field: field.to_string(),
                 value: value.to_string(),
                 reason: reason.to_string(),
@@ -225,7 +225,7 @@ impl TrainConfig {
         ];
         for (field, path) in paths {
             if let Some(p) = path.filter(|p| p.to_str().is_none()) {
-                return Err(TrainError::InvalidConfig {
+                return Err(RecipeError::InvalidConfig {
                     field: field.to_string(),
                     value: format!("{p:?}"),
                     reason: "is not valid UTF-8, so config.toml cannot record it".to_string(),
@@ -240,7 +240,7 @@ fn decay(field: &str, gamma: f64) -> Result<()> {
     if gamma > 0.0 && gamma <= 1.0 {
         Ok(())
     } else {
-        Err(TrainError::InvalidConfig {
+        Err(RecipeError::InvalidConfig {
             field: field.to_string(),
             value: gamma.to_string(),
             reason: "must be in (0, 1]".to_string(),

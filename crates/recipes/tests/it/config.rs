@@ -1,7 +1,7 @@
 //! TrainConfig: files, errors that name fields, lines and files, overrides, validation.
 
 use std::path::PathBuf;
-use torchlight_train::{SchedulerConfig, TrainConfig, TrainError};
+use torchlight_recipes::{RecipeError, SchedulerConfig, TrainConfig};
 
 fn write(dir: &std::path::Path, text: &str) -> PathBuf {
     let path = dir.join("train.toml");
@@ -72,7 +72,7 @@ fn unknown_fields_are_errors_naming_file_line_and_field() {
     let path = write(dir.path(), "[train]\nepochs = 3\nbach_size = 8\n");
     let err = TrainConfig::from_toml_file(&path).unwrap_err();
     match &err {
-        TrainError::ConfigParse { path: p, line, message, .. } => {
+        RecipeError::ConfigParse { path: p, line, message, .. } => {
             assert_eq!(p, &path);
             assert_eq!(*line, Some(3));
             assert!(message.contains("bach_size"), "{message}");
@@ -95,20 +95,20 @@ fn unknown_fields_are_errors_naming_file_line_and_field() {
 fn wrong_types_name_the_field_and_line() {
     let err = TrainConfig::from_toml_str("[data]\nroot = \"d\"\nimage_size = \"big\"\n").unwrap_err();
     match &err {
-        TrainError::ConfigParse { line, message, .. } => {
+        RecipeError::ConfigParse { line, message, .. } => {
             assert_eq!(*line, Some(3), "{err}");
             assert!(message.contains("string") || message.contains("integer"), "{message}");
         }
         other => panic!("expected ConfigParse, got {other:?}"),
     }
     let err = TrainConfig::from_toml_str("[train\nepochs = 1\n").unwrap_err();
-    assert!(matches!(err, TrainError::ConfigParse { line: Some(1), .. }), "{err:?}");
+    assert!(matches!(err, RecipeError::ConfigParse { line: Some(1), .. }), "{err:?}");
 }
 
 #[test]
 fn a_missing_file_is_an_error_naming_it() {
     let err = TrainConfig::from_toml_file("/nonexistent/train.toml").unwrap_err();
-    assert!(matches!(err, TrainError::Io { .. }));
+    assert!(matches!(err, RecipeError::Io { .. }));
     assert!(err.to_string().contains("/nonexistent/train.toml"), "{err}");
 }
 
@@ -117,7 +117,7 @@ fn invalid_field(key: &str, value: &str) -> String {
     let mut c = TrainConfig::default();
     c.set(key, value).unwrap_or_else(|e| panic!("set {key}={value}: {e}"));
     match c.validate() {
-        Err(TrainError::InvalidConfig { field, reason, .. }) => {
+        Err(RecipeError::InvalidConfig { field, reason, .. }) => {
             assert!(!reason.is_empty());
             field
         }
@@ -165,7 +165,7 @@ fn validate_names_the_invalid_field() {
     c.set("scheduler.kind", "step").unwrap();
     c.set("step_size", "0").unwrap();
     assert!(
-        matches!(c.validate(), Err(TrainError::InvalidConfig { field, .. }) if field == "scheduler.step_size")
+        matches!(c.validate(), Err(RecipeError::InvalidConfig { field, .. }) if field == "scheduler.step_size")
     );
 
     let mut c = TrainConfig::default();
@@ -177,14 +177,14 @@ fn validate_names_the_invalid_field() {
     let mut c = TrainConfig::default();
     c.set("scheduler.kind", "multistep").unwrap();
     assert!(
-        matches!(c.validate(), Err(TrainError::InvalidConfig { field, .. }) if field == "scheduler.milestones")
+        matches!(c.validate(), Err(RecipeError::InvalidConfig { field, .. }) if field == "scheduler.milestones")
     );
     c.set("milestones", "[3, 6]").unwrap();
     assert_eq!(c.scheduler, SchedulerConfig::MultiStep { milestones: vec![3, 6], gamma: 0.1 });
     c.validate().unwrap();
     c.set("milestones", "[5, 3]").unwrap();
     assert!(
-        matches!(c.validate(), Err(TrainError::InvalidConfig { field, .. }) if field == "scheduler.milestones")
+        matches!(c.validate(), Err(RecipeError::InvalidConfig { field, .. }) if field == "scheduler.milestones")
     );
 
     // The message says what is wrong in words.
@@ -234,7 +234,7 @@ fn bad_overrides_name_the_key() {
     let mut c = TrainConfig::default();
     let before = c.clone();
     match c.set("epoch", "5").unwrap_err() {
-        TrainError::UnknownKey { key, suggestions } => {
+        RecipeError::UnknownKey { key, suggestions } => {
             assert_eq!(key, "epoch");
             assert!(suggestions.contains(&"train.epochs".to_string()), "{suggestions:?}");
         }
@@ -246,14 +246,14 @@ fn bad_overrides_name_the_key() {
     );
     let err = c.set("epochs", "five").unwrap_err();
     match &err {
-        TrainError::InvalidOverride { key, value, .. } => {
+        RecipeError::InvalidOverride { key, value, .. } => {
             assert_eq!((key.as_str(), value.as_str()), ("train.epochs", "five"))
         }
         other => panic!("expected InvalidOverride, got {other:?}"),
     }
     assert!(err.to_string().contains("train.epochs"), "{err}");
     let err = c.set("epochs", "-1").unwrap_err();
-    assert!(matches!(err, TrainError::InvalidOverride { .. }), "{err:?}");
+    assert!(matches!(err, RecipeError::InvalidOverride { .. }), "{err:?}");
     // A parameter the current scheduler (cosine) does not have.
     let err = c.set("step_size", "3").unwrap_err();
     assert!(
@@ -286,10 +286,10 @@ fn the_settings_doctor_suggests_exist() {
     )
     .unwrap();
     c.validate().unwrap();
-    assert_eq!(c.data.sampler, torchlight_train::SamplerKind::Weighted);
+    assert_eq!(c.data.sampler, torchlight_recipes::SamplerKind::Weighted);
     c.set("class_weights", "[1, 2.5, 0.5]").unwrap();
-    assert_eq!(c.train.class_weights, torchlight_train::ClassWeights::Given(vec![1.0, 2.5, 0.5]));
+    assert_eq!(c.train.class_weights, torchlight_recipes::ClassWeights::Given(vec![1.0, 2.5, 0.5]));
     let back = TrainConfig::from_toml_str(&c.to_toml()).unwrap();
     assert_eq!(back, c);
-    assert!(matches!(c.set("sampler", "uniform"), Err(TrainError::InvalidOverride { .. })));
+    assert!(matches!(c.set("sampler", "uniform"), Err(RecipeError::InvalidOverride { .. })));
 }

@@ -2,7 +2,7 @@
 //! before training starts), and their loaders.
 
 use crate::config::{ClassWeights, ClassWeightsKind, SamplerKind, TrainConfig};
-use crate::error::{Result, TrainError};
+use crate::error::{RecipeError, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
@@ -79,7 +79,7 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
     let folders = SplitFolders::open(root)?.with_max_pixels(pixels);
     let classes = folders.train.classes().to_vec();
     if classes.len() < 2 {
-        return Err(TrainError::InvalidConfig {
+        return Err(RecipeError::InvalidConfig {
             field: "data.root".into(),
             value: root.display().to_string(),
             reason: format!(
@@ -96,7 +96,7 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
     }
     if !bad.is_empty() {
         let shown: Vec<String> = bad.iter().take(5).map(|(p, e)| format!("{} ({e})", p.display())).collect();
-        return Err(TrainError::InvalidConfig {
+        return Err(RecipeError::InvalidConfig {
             field: "data.root".into(),
             value: root.display().to_string(),
             reason: format!(
@@ -180,7 +180,7 @@ pub fn sharded_loader(
     let mut n = torchlight_data::Dataset::len(&split);
     let weighted = train && config.data.sampler == SamplerKind::Weighted;
     if let (true, Some((_, world))) = (weighted, shard) {
-        return Err(TrainError::InvalidConfig {
+        return Err(RecipeError::InvalidConfig {
             field: "data.sampler".into(),
             value: "\"weighted\"".into(),
             reason: format!(
@@ -240,7 +240,7 @@ pub fn class_weights(config: &TrainConfig, splits: &Splits, device: Device) -> R
         }
         ClassWeights::Given(w) => {
             if w.len() != c {
-                return Err(TrainError::InvalidConfig {
+                return Err(RecipeError::InvalidConfig {
                     field: "train.class_weights".into(),
                     value: format!("{w:?}"),
                     reason: format!(

@@ -5,9 +5,11 @@ use crate::{temp_dir, torch_rng_lock};
 use std::path::Path;
 use tch::{Device, Tensor};
 use torchlight_nn::{freeze, resnet18, ResNet};
+use torchlight_recipes::doctor::*;
+use torchlight_recipes::image::*;
+use torchlight_recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
+use torchlight_recipes::*;
 use torchlight_tensor::seed_everything;
-use torchlight_train::synthetic::{write_image_folder, Shape, SyntheticSpec};
-use torchlight_train::*;
 
 fn dataset(root: &Path, per_class: [usize; 3]) {
     let spec = SyntheticSpec {
@@ -151,14 +153,15 @@ fn one_batch_checks_catch_a_nan_pixel_and_labels_out_of_range() {
     dataset(tmp.path(), [8, 8, 0]);
     let c = config(tmp.path());
     let (x, y, model) = batch_and_model(&c);
-    let healthy = check_batch(&model, &x, &y, 3);
+    let split = Some(&model as &dyn torchlight_nn::Classifier);
+    let healthy = check_batch(&model, split, &x, &y, 3);
     assert!(healthy.iter().all(|f| f.status == Status::Pass), "{healthy:#?}");
     let loss = find(&healthy, "initial_loss").data["loss"].as_f64().unwrap();
     assert!((loss - 3f64.ln()).abs() < 0.55, "loss at init {loss} is near ln 3");
 
     let nan = x.copy();
     let _ = nan.get(0).get(1).get(5).get(7).fill_(f64::NAN);
-    let found = check_batch(&model, &nan, &y, 3);
+    let found = check_batch(&model, split, &nan, &y, 3);
     let inputs = find(&found, "finite_inputs");
     assert_eq!(inputs.status, Status::Fail);
     assert!(inputs.figure.contains("1 NaN"), "{inputs:?}");
@@ -166,11 +169,21 @@ fn one_batch_checks_catch_a_nan_pixel_and_labels_out_of_range() {
 
     let out_of_range = y.copy();
     let _ = out_of_range.get(0).fill_(3);
-    let found = check_batch(&model, &x, &out_of_range, 3);
+    let found = check_batch(&model, split, &x, &out_of_range, 3);
     let labels = find(&found, "batch_labels");
     assert_eq!(labels.status, Status::Fail);
     assert!(labels.figure.contains("[0, 3] for 3 outputs"), "{labels:?}");
     assert!(found.iter().all(|f| f.check != "initial_loss"), "no loss is computed on bad labels");
+
+    // Any registered architecture's features are checked apart from its head, not only a
+    // ResNet's; a model the registry cannot split is checked end to end.
+    let arch = torchlight_nn::architecture("mobilenet_v3_small").unwrap();
+    let mobile = arch.build(torchlight_nn::ModelSpec::new(3, 32), Default::default()).unwrap();
+    let found = check_batch(mobile.as_ref(), arch.classifier(mobile.as_ref()), &x, &y, 3);
+    let activations = find(&found, "finite_activations");
+    assert_eq!(activations.figure, "backbone features and logits are finite", "{found:#?}");
+    let found = check_batch(mobile.as_ref(), None, &x, &y, 3);
+    assert_eq!(find(&found, "finite_activations").figure, "the outputs are finite");
 }
 
 #[test]

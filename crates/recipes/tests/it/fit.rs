@@ -4,7 +4,9 @@
 use crate::{temp_dir, torch_rng_lock};
 use std::path::Path;
 use tch::Device;
-use torchlight_train::synthetic::{write_image_folder, Shape, SyntheticSpec};
+use torchlight_recipes::image::*;
+use torchlight_recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
+use torchlight_recipes::*;
 use torchlight_train::*;
 
 fn shapes_dataset(root: &Path, per_class: [usize; 3]) {
@@ -71,11 +73,11 @@ fn fit_on_a_generated_set_learns_and_fills_the_run_folder() {
     let header = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
     assert!(
         header.starts_with(
-            "epoch,lr,train_loss,train_acc,val_loss,val_acc,val_top2,seconds,images_per_s,data_stall_pct\n"
+            "epoch,lr,train_loss,train_acc,val_loss,val_acc,val_top2,seconds,samples_per_s,data_stall_pct\n"
         ),
         "{header}"
     );
-    assert!(rows.iter().all(|r| r.images_per_s > 0.0 && (0.0..=100.0).contains(&r.data_stall_pct)));
+    assert!(rows.iter().all(|r| r.samples_per_s > 0.0 && (0.0..=100.0).contains(&r.data_stall_pct)));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     for key in ["best_val_acc", "best_epoch", "test_acc", "epochs", "seconds", "train_images_per_s"] {
@@ -145,11 +147,11 @@ fn the_loop_overfits_a_single_batch() {
         .with_transform(eval_transform(32));
     let split = torchlight_data::Subset::new(std::sync::Arc::new(folder), (0..9).collect()).unwrap();
     let mut batches = loader(split, &config, true, Device::Cpu).unwrap();
-    let model = torchlight_nn::resnet18(3);
+    let mut model = torchlight_nn::resnet18(3);
     let mut optimizer = build_optimizer(&config, &model, "fc.").unwrap();
     let mut trainer = Trainer::builder().epochs(40).log_every(1).progress(Progress::quiet()).build().unwrap();
     let summary =
-        trainer.fit(&model, &Classification::new(3), optimizer.as_mut(), &mut batches, None).unwrap();
+        trainer.fit(&mut model, &Classification::new(3), optimizer.as_mut(), &mut batches, None).unwrap();
     assert_eq!((summary.epochs, summary.global_step), (40, 40));
     let losses: Vec<f64> = summary.history.iter().map(|r| r.get("train_loss").unwrap()).collect();
     let last = *losses.last().unwrap();

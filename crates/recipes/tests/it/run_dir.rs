@@ -1,7 +1,7 @@
 //! Run folders: sequential names, atomic claims under contention, reopening for resume.
 
 use std::collections::HashSet;
-use torchlight_train::{RunDir, TrainError};
+use torchlight_recipes::{RecipeError, RunDir};
 
 #[test]
 fn folders_are_numbered_after_the_highest_existing_one() {
@@ -53,7 +53,7 @@ fn open_takes_existing_folders_only() {
     assert_eq!(RunDir::open(run.path()).unwrap(), run);
     let missing = tmp.path().join("exp_099");
     let err = RunDir::open(&missing).unwrap_err();
-    assert!(matches!(err, TrainError::RunDir { .. }));
+    assert!(matches!(err, RecipeError::RunDir { .. }));
     assert!(err.to_string().contains("exp_099"), "{err}");
     let file = tmp.path().join("file");
     std::fs::write(&file, b"x").unwrap();

@@ -33,10 +33,11 @@
 mod overrides;
 mod validate;
 
-use crate::error::{Result, TrainError};
+use crate::error::{RecipeError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use torchlight_tensor::DeviceSpec;
+use torchlight_train::NonFiniteAction;
 
 /// Every key [`TrainConfig::set`] accepts, as `section.field`. A unit test checks it against
 /// the fields serde sees, so it cannot drift from the structs.
@@ -267,17 +268,6 @@ pub enum OptimizerKind {
     Sgd,
 }
 
-/// What the training guard does when a loss or gradient holds NaN or Inf (`train.on_nonfinite`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NonFiniteAction {
-    /// Stop with [`TrainError::NonFinite`](crate::TrainError::NonFinite), the default.
-    #[default]
-    Stop,
-    /// Skip that optimizer step (gradients dropped, weights untouched) and go on.
-    Skip,
-}
-
 /// The `[optim]` section. Two parameter groups: the new head at `lr`, the backbone at
 /// `backbone_lr` (after any frozen epochs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -463,7 +453,7 @@ impl LoopConfig {
     /// [`device`](Self::device) parsed (`auto` is resolved later, by
     /// [`DeviceSpec::resolve`]); an error naming `train.device` when it does not parse.
     pub fn device_spec(&self) -> Result<DeviceSpec> {
-        self.device.parse::<DeviceSpec>().map_err(|e| TrainError::InvalidConfig {
+        self.device.parse::<DeviceSpec>().map_err(|e| RecipeError::InvalidConfig {
             field: "train.device".to_string(),
             value: format!("{:?}", self.device),
             reason: e.to_string(),
@@ -476,7 +466,7 @@ impl TrainConfig {
     /// Errors name the file, and the line and column where the parser knows them.
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
+        let text = std::fs::read_to_string(path).map_err(|e| RecipeError::io(path, e))?;
         Self::parse(&text, path)
     }
 
@@ -496,7 +486,12 @@ impl TrainConfig {
                 }
                 None => (None, None),
             };
-            TrainError::ConfigParse { path: path.to_path_buf(), line, column, message: one_line(e.message()) }
+            RecipeError::ConfigParse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: one_line(e.message()),
+            }
         })
     }
 
@@ -513,7 +508,7 @@ impl TrainConfig {
     /// Writes [`to_toml`](Self::to_toml) to `path`.
     pub fn write_toml_file(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_toml()).map_err(|e| TrainError::io(path, e))
+        std::fs::write(path, self.to_toml()).map_err(|e| RecipeError::io(path, e))
     }
 }
 

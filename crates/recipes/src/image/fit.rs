@@ -1,24 +1,23 @@
 //! `fit` and `resume`: the classification recipe, a `TrainConfig` in; a trained, tested and
 //! checkpointed run folder out.
 
-use super::data::{class_weights, open_splits, sharded_loader, Loader, Splits};
-use super::model::{build_model, build_optimizer, build_scheduler, model_architecture, ModelCard};
-use crate::callbacks::{BackboneFinetuning, EarlyStopping};
+use super::data::{class_weights, open_splits, sharded_loader, Splits};
+use crate::card::ModelCard;
 use crate::config::{ExtendSchedule, TrainConfig};
-use crate::error::{Result, TrainError};
-use crate::metrics::{ClassificationMetrics, ConfusionMatrixMetric, Metric, MetricsSummary, TopKAccuracy};
-use crate::plot::plot_confusion_matrix;
-use crate::progress::Progress;
+use crate::error::{RecipeError, Result};
+use crate::model::{build_model, model_architecture};
+use crate::optimizer::{build_optimizer, build_scheduler};
 use crate::run_dir::RunDir;
-use crate::tasks::Classification;
-use crate::trainer::{Distributed, Stage, StepConfig, Trainer};
-use serde::{Deserialize, Serialize};
+use crate::summary::RunSummary;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 use torchlight_checkpoint::Checkpoint;
-use torchlight_nn::Module;
 use torchlight_tensor::seed_everything;
+use torchlight_train::{
+    plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping, MetricsSummary,
+    Progress, Stage, StepConfig, Trainer,
+};
 
 /// The config keys a resumed run may change: how long it trains and where, not what it learns.
 pub const RESUME_CHANGEABLE: &[&str] = &[
@@ -29,42 +28,6 @@ pub const RESUME_CHANGEABLE: &[&str] = &[
     "train.log_interval",
     "data.workers",
 ];
-
-/// The numbers `summary.json` holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunSummary {
-    /// The run folder.
-    pub run_dir: PathBuf,
-    /// Best validation top-1 accuracy.
-    pub best_val_acc: f64,
-    /// The (1-based) epoch it was reached at.
-    pub best_epoch: u64,
-    /// Test top-1 accuracy of the best checkpoint, when there is a `test/` split.
-    pub test_acc: Option<f64>,
-    /// Test top-k accuracy.
-    pub test_topk_acc: Option<f64>,
-    /// Epochs completed.
-    pub epochs: u64,
-    /// Whether early stopping ended the run.
-    pub stopped_early: bool,
-    /// Wall time of this invocation, seconds.
-    pub seconds: f64,
-    /// Mean training throughput over this invocation's epochs.
-    pub train_images_per_s: f64,
-    /// Class names, in index order.
-    pub classes: Vec<String>,
-    /// The ranks that trained together (1 unless data-parallel).
-    #[serde(default = "one")]
-    pub world_size: usize,
-    /// Images per batch on each rank (`train.batch_size`); the global batch is this times
-    /// `world_size`.
-    #[serde(default)]
-    pub batch_size: usize,
-}
-
-fn one() -> usize {
-    1
-}
 
 /// Trains as `config` says in a new run folder under `config.train.out_dir`. Everything that
 /// can fail before training (the config, the data, the model and its weights) is checked
@@ -95,17 +58,17 @@ fn fit_on(
     // The architecture takes this image size (a ViT's patch grid): built once, uninitialised.
     let arch = model_architecture(&config)?;
     let spec = torchlight_nn::ModelSpec::new(2, i64::from(config.data.image_size));
-    (arch.build)(spec, torchlight_nn::LayerOptions::default().skip_init())?;
+    arch.build(spec, torchlight_nn::LayerOptions::default().skip_init())?;
     if let Some(w) = &config.model.pretrained {
         // The OS's own words ("No such file or directory (os error 2)"), not a bare error kind.
         match std::fs::metadata(w) {
-            Err(e) => return Err(TrainError::io(w, e)),
+            Err(e) => return Err(RecipeError::io(w, e)),
             Ok(m) if !m.is_file() => {
                 let e = std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     "not a file (a .pth or .safetensors file)",
                 );
-                return Err(TrainError::io(w, e));
+                return Err(RecipeError::io(w, e));
             }
             Ok(_) => {}
         }
@@ -136,7 +99,7 @@ fn shared_run_dir(config: &TrainConfig, world: &dyn Distributed) -> Result<RunDi
     let number = shared.int64_value(&[0]);
     match created {
         Some(run) => run,
-        None if number < 0 => Err(TrainError::RunDir {
+        None if number < 0 => Err(RecipeError::RunDir {
             path: parent.clone(),
             reason: "rank 0 could not make the run folder (its output says why)".into(),
         }),
@@ -199,7 +162,7 @@ fn resume_on(
     drop(checkpoint);
     let (done, target) = (position.epoch, config.train.epochs as u64);
     if position.batch == 0 && done >= target {
-        return Err(TrainError::RunDir {
+        return Err(RecipeError::RunDir {
             path: run.path().to_path_buf(),
             reason: format!(
                 "the run has already trained {done} epochs (train.epochs = {target}): to train more, resume with more epochs (torchlight train --resume {} --epochs {})",
@@ -245,7 +208,7 @@ fn check_changes(saved: &TrainConfig, config: &TrainConfig) -> Result<()> {
             let key = format!("{section}.{field}");
             let before = a.get(section).and_then(|s| s.get(field));
             if before != Some(value) && !RESUME_CHANGEABLE.contains(&key.as_str()) {
-                return Err(TrainError::InvalidOverride {
+                return Err(RecipeError::InvalidOverride {
                     key,
                     value: value.to_string(),
                     reason: format!(
@@ -283,7 +246,7 @@ fn train_run(
     let classes = splits.classes.clone();
     let num_classes = config.model.num_classes.unwrap_or(classes.len());
     if num_classes != classes.len() {
-        return Err(TrainError::InvalidConfig {
+        return Err(RecipeError::InvalidConfig {
             field: "model.num_classes".into(),
             value: num_classes.to_string(),
             reason: format!("the data has {} classes: {}", classes.len(), classes.join(", ")),
@@ -296,8 +259,8 @@ fn train_run(
     }
     let mut train_loader = sharded_loader(splits.train, &config, true, device, shard)?;
     let mut val_loader = sharded_loader(splits.val, &config, false, device, shard)?;
-    let head = model_architecture(&config)?.head;
-    let model = build_model(&config, num_classes, device)?;
+    let head = model_architecture(&config)?.head();
+    let mut model = build_model(&config, num_classes, device)?;
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
     let steps_per_epoch = train_loader.len().div_ceil(t.accumulation_steps);
     let span = (t.epochs as u64).saturating_sub(schedule_start).max(1);
@@ -337,7 +300,7 @@ fn train_run(
     }
     let mut trainer = builder.build()?;
     let fitted =
-        trainer.fit(model.as_ref(), &task, optimizer.as_mut(), &mut train_loader, Some(&mut val_loader))?;
+        trainer.fit(model.as_mut(), &task, optimizer.as_mut(), &mut train_loader, Some(&mut val_loader))?;
 
     let (mut test_acc, mut test_topk_acc) = (None, None);
     let best_dir = run.checkpoints_dir()?.join("best");
@@ -346,20 +309,19 @@ fn train_run(
         let mut test_loader = sharded_loader(test, &config, false, device, shard)?;
         // Every rank's shard, reduced: each rank gets the whole test split's metrics.
         let metrics = trainer.evaluate(model.as_ref(), &task, &mut test_loader, Stage::Test)?;
-        let confusion = metrics.find::<ConfusionMatrixMetric>().expect("test metrics hold it").matrix();
-        let topk = metrics.find::<TopKAccuracy>().expect("test metrics hold it").compute()[0].clone();
+        let test = MetricsSummary::from_metrics(&metrics)?;
         if main {
-            plot_confusion_matrix(&confusion, &classes, run.confusion_matrix_path())?;
+            plot_confusion_matrix(&test.confusion, &classes, run.confusion_matrix_path())?;
         }
         progress.line(&format!(
-            "test (best checkpoint, epoch {}): acc {:.4}  {} {:.4}  on {} images",
+            "test (best checkpoint, epoch {}): acc {:.4}  top{} {:.4}  on {} images",
             fitted.best.map_or(0, |b| b.1),
-            confusion.accuracy(),
-            topk.0,
-            topk.1,
-            metrics.samples()
+            test.top1,
+            test.k,
+            test.topk,
+            test.count
         ));
-        (test_acc, test_topk_acc) = (Some(confusion.accuracy()), Some(topk.1));
+        (test_acc, test_topk_acc) = (Some(test.top1), Some(test.topk));
     }
     let summary = RunSummary {
         run_dir: run.path().to_path_buf(),
@@ -378,38 +340,7 @@ fn train_run(
     if main {
         let path = run.summary_path();
         let text = serde_json::to_string_pretty(&summary).expect("the summary serialises");
-        std::fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
+        std::fs::write(&path, text).map_err(|e| RecipeError::io(&path, e))?;
     }
     Ok(summary)
-}
-
-/// Runs a classifier over `loader` in evaluation mode (no-grad, BatchNorm's running
-/// statistics, no dropout) and returns loss, top-1/top-k accuracy and the confusion matrix.
-/// `config.train.amp` and `config.train.top_k` apply.
-pub fn evaluate(
-    model: &dyn Module,
-    loader: &mut Loader,
-    device: Device,
-    config: &TrainConfig,
-    num_classes: usize,
-    progress: &Progress,
-    label: &str,
-) -> Result<MetricsSummary> {
-    let step = StepConfig { amp: config.train.amp, ..StepConfig::default() };
-    let runner = crate::trainer::StepRunner::new(step, device)?;
-    let task = Classification::new(num_classes);
-    let mut metrics = ClassificationMetrics::new(num_classes, config.train.top_k, device);
-    let _guard = torchlight_tensor::no_grad();
-    let bar = progress.bar(loader.len() as u64, label);
-    for batch in loader.epoch(0) {
-        let batch = crate::trainer::Batch::to_device(&batch?, device);
-        let out = {
-            let _amp = runner.autocast()?;
-            crate::trainer::Task::step(&task, model, &batch, Stage::Test)?
-        };
-        metrics.update(&out.loss, &out.output, &out.target);
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    Ok(metrics.compute())
 }

@@ -2,16 +2,15 @@
 //! sanity, gradient flow per layer, trainable parameters, data stall).
 
 use super::{step_config, DoctorOptions, Finding, Status};
-use crate::config::{NonFiniteAction, TrainConfig};
+use crate::config::TrainConfig;
 use crate::error::Result;
-use crate::recipe::build_optimizer;
-use crate::tasks::Classification;
-use crate::trainer::{Batch, StepConfig, StepRunner};
+use crate::optimizer::build_optimizer;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
 use torchlight_nn::{count_parameters, named_parameters, Module};
+use torchlight_train::{Batch, Classification, NonFiniteAction, StepConfig, StepRunner};
 
 /// Per-layer gradient norms over a run (layer = parameter key without its last part).
 #[derive(Default)]

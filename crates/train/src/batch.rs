@@ -3,13 +3,16 @@
 
 use std::collections::BTreeMap;
 use tch::{Device, Tensor};
+use torchlight_nn::Inputs;
 use torchlight_tensor::to_device_non_blocking;
 
 /// A batch of samples as a [`DataLoader`](torchlight_data::DataLoader) yields it, in the
 /// shapes PyTorch's `default_collate` gives: the first dimension of every tensor is the batch.
 ///
 /// Implemented for a tensor, tuples of two or three tensors (`(inputs, targets)`,
-/// `(inputs, targets, weights)`), `Vec<Tensor>` and keyed batches (`BTreeMap<String, Tensor>`);
+/// `(inputs, targets, weights)`), `Vec<Tensor>`, keyed batches (`BTreeMap<String, Tensor>`)
+/// and the batches of models with several inputs (`(Inputs, targets)`, see
+/// [`MultiInput`](torchlight_nn::MultiInput));
 /// implement it for a batch type of your own the same way (Lightning's
 /// `transfer_batch_to_device` is the `to_device` part).
 pub trait Batch: Sized {
@@ -116,6 +119,18 @@ impl Batch for BTreeMap<String, Tensor> {
     }
 }
 
+impl Batch for (Inputs, Tensor) {
+    fn to_device(&self, device: Device) -> Self {
+        (self.0.map(|t| to_device_non_blocking(t, device)), to_device_non_blocking(&self.1, device))
+    }
+    fn tensors(&self) -> Vec<&Tensor> {
+        self.0.iter().map(|(_, t)| t).chain([&self.1]).collect()
+    }
+    fn probe(&self, n: usize) -> Self {
+        (self.0.map(|t| probe_tensor(t, n)), probe_tensor(&self.1, n))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,5 +157,19 @@ mod tests {
         let keyed: BTreeMap<String, Tensor> = [("image".to_string(), x)].into();
         assert!(!keyed.all_finite());
         assert_eq!(Batch::len(&keyed), 2, "samples, not keys");
+    }
+
+    #[test]
+    fn batches_of_several_inputs_count_samples_and_probe_every_input() {
+        let ids = Tensor::ones([4, 7], (Kind::Int64, Device::Cpu));
+        let lengths = Tensor::from_slice(&[7i64, 5, 2, 1]);
+        let batch =
+            (Inputs::new().with("ids", ids).with("lengths", lengths), Tensor::from_slice(&[0i64, 1, 1, 0]));
+        assert_eq!(batch.len(), 4);
+        assert_eq!(batch.tensors().len(), 3);
+        let (inputs, y) = batch.probe(2);
+        assert_eq!(inputs.get("ids").unwrap().size(), [2, 7]);
+        assert_eq!(inputs.get("lengths").unwrap().size(), [2]);
+        assert_eq!(y.size(), [2]);
     }
 }

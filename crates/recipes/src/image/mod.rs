@@ -1,0 +1,15 @@
+//! The image-classification recipe on the [`Trainer`](torchlight_train::Trainer): an
+//! ImageFolder, a registered architecture with its pretrained backbone and a new head, AdamW and
+//! cross-entropy, staged fine-tuning, a run folder; then the test split. `torchlight train`
+//! is this recipe.
+
+mod data;
+mod evaluate;
+mod fit;
+
+pub use data::{
+    class_weights, eval_resize, eval_transform, loader, open_splits, sharded_loader, train_transform, Loader,
+    Split, Splits,
+};
+pub use evaluate::evaluate;
+pub use fit::{fit, fit_distributed, resume, resume_distributed, RESUME_CHANGEABLE};

@@ -1,0 +1,37 @@
+//! `torchlight-recipes`: the recipes behind `torchlight train`, built on the public API of
+//! `torchlight-train`'s [`Trainer`](torchlight_train::Trainer).
+//!
+//! - [`TrainConfig`]: every hyperparameter of a run in one TOML file, overridable by dotted key
+//!   ([`TrainConfig::set`]) and validated with the field named ([`TrainConfig::validate`]).
+//! - [`image`]: image classification, from an ImageFolder (`train/`, optional `val/` and
+//!   `test/`) to a run folder (`runs/exp_001`: `config.toml`, `metrics.csv`, TensorBoard
+//!   events, `curves.png`, `checkpoints/`, `confusion_matrix.png`, `summary.json`), resumable
+//!   exactly and data-parallel.
+//! - What recipes share: the model of a config ([`build_model`]), its optimizer and schedule
+//!   ([`build_optimizer`], [`build_scheduler`]), the [`ModelCard`] a checkpoint carries, the
+//!   [`RunSummary`] and the numbered [`RunDir`].
+//! - [`doctor`](mod@doctor): the "why does it not train" checklist, cheapest check first.
+//! - [`synthetic`]: the deterministic image sets of the demo and the tests.
+
+mod card;
+mod config;
+pub mod doctor;
+mod error;
+pub mod image;
+mod model;
+mod optimizer;
+mod run_dir;
+mod summary;
+pub mod synthetic;
+
+pub use card::ModelCard;
+pub use config::{
+    ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig, OptimConfig,
+    OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS,
+};
+pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
+pub use error::{RecipeError, Result};
+pub use model::{build_model, model_architecture, pretrained_load_options};
+pub use optimizer::{build_optimizer, build_scheduler};
+pub use run_dir::RunDir;
+pub use summary::RunSummary;
