@@ -5,6 +5,8 @@
 //! colour transforms, as PIL images do in torchvision; [`ToTensor`] turns them into float CHW
 //! ([`TensorImage`]) and [`Normalize`] standardises them. [`ImageFolder`] is a
 //! `torchlight_data::Dataset` yielding `(Array, class_index)` for the data crate's DataLoader.
+//! [`Transform`] says what a step provides (and how one of your own takes part in crop-box
+//! decoding and fusion).
 //!
 //! ```no_run
 //! use torchlight_vision::{
@@ -62,7 +64,7 @@ pub use random_crop::{pad, PaddingMode, RandomCrop};
 pub use random_resized_crop::{CropBox, RandomResizedCrop};
 pub use resize::{Resize, ResizeSize};
 pub use to_tensor::ToTensor;
-pub use transform::{Sample, TensorImage, Transform};
+pub use transform::{LeadingCrop, Sample, TensorImage, Transform};
 
 /// The resampling kernels, exposed so tests can run each against the scalar reference; not a
 /// stable API (the transforms pick the kernel themselves).
