@@ -9,6 +9,28 @@ use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
 use torchlight_base::seed::Rng;
 
+/// How a resize samples the image, torchvision's `InterpolationMode`. Bilinear (PIL's
+/// antialiased bilinear filter, torchvision's default) is the only one the resampler has, so
+/// it is the only variant; the type names the choice in descriptions of a pipeline such as
+/// [`crate::EvalPreprocessing`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InterpolationMode {
+    /// `InterpolationMode.BILINEAR`.
+    #[default]
+    Bilinear,
+}
+
+impl InterpolationMode {
+    /// torchvision's name for it (`InterpolationMode.BILINEAR.value`, also timm's name):
+    /// `"bilinear"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            InterpolationMode::Bilinear => "bilinear",
+        }
+    }
+}
+
 /// The size a [`Resize`] aims for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResizeSize {
