@@ -95,8 +95,8 @@ impl Sample {
 ///
 /// # Invariants
 ///
-/// The tests hold every built-in transform to these (`tests/it/contract.rs`); a transform of
-/// your own must keep them too, or crop-box decoding and fusion change its results:
+/// A transform of your own must keep these, or crop-box decoding and fusion change its results
+/// (`tests/it/contract.rs` checks 2 and 3 for every built-in transform):
 /// 1. A random transform draws only from the `rng` it is given, which the DataLoader seeds per
 ///    sample from (seed, epoch, index), so augmentation does not depend on the worker count.
 /// 2. A fused transform gives the same output, bit for bit, and makes the same draws as the
