@@ -5,7 +5,8 @@
 //! - [`export_onnx`]: ONNX opset 17 written natively (no Python, no `protoc`), with a dynamic
 //!   batch axis, weights as initializers and `metadata_props` for preprocessing; a layer of
 //!   your own exports through its [`OnnxExport`] rule.
-//! - [`Preprocessing`]: the evaluation recipe both carry, so a deployer need not guess it.
+//! - [`EvalPreprocessing`] (torchlight-vision's, re-exported): the evaluation recipe both
+//!   carry, so a deployer need not guess it ([`Preprocessing`] is its older form).
 
 mod error;
 mod io;
@@ -20,4 +21,5 @@ pub use onnx::{
     OPSET,
 };
 pub use preprocessing::Preprocessing;
+pub use torchlight_vision::{EvalPreprocessing, InterpolationMode};
 pub use torchscript::{export_torchscript, load_torchscript};

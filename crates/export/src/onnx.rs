@@ -8,7 +8,6 @@
 use crate::error::{ExportError, Result};
 use crate::io::{check_parent, write_through_tmp};
 use crate::onnx_proto::*;
-use crate::preprocessing::Preprocessing;
 use prost::Message;
 use std::path::Path;
 use tch::{Kind, Tensor};
@@ -16,6 +15,7 @@ use torchlight_nn::{
     AdaptiveAvgPool2d, AvgPool2d, BasicBlock, BatchNorm2d, Bottleneck, Conv2d, Dropout, Flatten, Identity,
     LeakyReLU, Linear, MaxPool2d, Module, ReLU, ResNet, Sequential, SiLU, Sigmoid, Tanh, GELU,
 };
+use torchlight_vision::EvalPreprocessing;
 
 #[path = "onnx_backbones.rs"]
 mod backbones;
@@ -73,9 +73,10 @@ impl OnnxOptions {
     }
     /// Records the evaluation preprocessing (resize side, interpolation, crop, value range,
     /// channel order, layout, mean and std, and the torchvision recipe), so a deployer need
-    /// not guess any of it; see [`Preprocessing::metadata`] for the keys.
-    pub fn with_preprocessing(mut self, preprocessing: &Preprocessing) -> Self {
-        self.metadata.extend(preprocessing.metadata());
+    /// not guess any of it; see [`EvalPreprocessing::metadata`] for the keys. Takes an
+    /// [`EvalPreprocessing`] or the older [`Preprocessing`](crate::Preprocessing).
+    pub fn with_preprocessing<P: Clone + Into<EvalPreprocessing>>(mut self, preprocessing: &P) -> Self {
+        self.metadata.extend(preprocessing.clone().into().metadata());
         self
     }
     /// Any other `metadata_props` entry.

@@ -1,13 +1,18 @@
 //! The evaluation preprocessing an exported model expects, written into the exported files
-//! (ONNX `metadata_props`, the TorchScript sidecar) so a deployer need not guess it.
+//! (ONNX `metadata_props`, the TorchScript sidecar) so a deployer need not guess it. The
+//! description itself is torchlight-vision's [`EvalPreprocessing`], the type that also builds
+//! the transform; [`Preprocessing`] is its older, interpolation-less form.
 
-/// torchvision's evaluation recipe for an image classifier:
-/// `Resize(resize) -> CenterCrop(crop) -> ToTensor() -> Normalize(mean, std)`, on RGB images.
+use torchlight_vision::{EvalPreprocessing, InterpolationMode};
+
+/// The evaluation preprocessing as this crate described it before [`EvalPreprocessing`]:
+/// `Resize(resize) -> CenterCrop(crop) -> ToTensor() -> Normalize(mean, std)`, bilinear.
 ///
-/// `Resize(resize)` scales the shorter side to `resize` pixels and the other in proportion
-/// (truncated), with bilinear interpolation and antialiasing as torchvision (and PIL) do;
-/// `ToTensor` divides `u8` values by 255 into `[0, 1]` and makes the layout CHW.
-#[derive(Debug, Clone, PartialEq)]
+/// Kept so code building it field by field goes on compiling; it converts into the
+/// [`EvalPreprocessing`] it stands for (`EvalPreprocessing::from`), and its metadata is that
+/// type's, key for key. New code uses [`EvalPreprocessing`] (re-exported here), which
+/// [`OnnxOptions::with_preprocessing`](crate::OnnxOptions::with_preprocessing) takes as well.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Preprocessing {
     /// The shorter side after resizing, e.g. 256 for a 224 crop.
     pub resize: u32,
@@ -20,47 +25,25 @@ pub struct Preprocessing {
 }
 
 impl Preprocessing {
-    /// The interpolation of the resize, in torchvision's name.
+    /// The interpolation of the resize, in torchvision's name (`"bilinear"`).
     pub const INTERPOLATION: &'static str = "bilinear";
 
-    /// The recipe as `(key, value)` pairs, values as JSON text where they are numbers or
-    /// lists: `resize_shorter_side` (`"256"`), `resize_interpolation` (`"bilinear"`),
-    /// `resize_antialias` (`"true"`), `center_crop` (`"[224, 224]"`, height and width),
-    /// `color_order` (`"RGB"`), `input_layout` (`"NCHW"`), `input_scale` (`"1/255"`: `u8`
-    /// values to `[0, 1]` before normalising), `mean` and `std` (`"[0.485, ...]"`),
-    /// `preprocessing` (the steps in words) and `torchvision` (the same as Python code).
+    /// [`EvalPreprocessing::metadata`] of the preprocessing this stands for.
     pub fn metadata(&self) -> Vec<(String, String)> {
-        let list = |v: &[f32; 3]| format!("[{}, {}, {}]", v[0], v[1], v[2]);
-        let (mean, std) = (list(&self.mean), list(&self.std));
-        let entries = [
-            ("resize_shorter_side", self.resize.to_string()),
-            ("resize_interpolation", Self::INTERPOLATION.to_string()),
-            ("resize_antialias", "true".to_string()),
-            ("center_crop", format!("[{}, {}]", self.crop, self.crop)),
-            ("color_order", "RGB".to_string()),
-            ("input_layout", "NCHW".to_string()),
-            ("input_scale", "1/255".to_string()),
-            ("mean", mean.clone()),
-            ("std", std.clone()),
-            (
-                "preprocessing",
-                format!(
-                    "decode to RGB; resize the shorter side to {} (bilinear, antialiased; the other side in \
-                     proportion, truncated); center-crop {}x{}; scale u8 values by 1/255; normalise with mean {mean} \
-                     and std {std}; NCHW float32",
-                    self.resize, self.crop, self.crop
-                ),
-            ),
-            (
-                "torchvision",
-                format!(
-                    "transforms.Compose([transforms.Resize({}), transforms.CenterCrop({}), transforms.ToTensor(), \
-                     transforms.Normalize(mean={mean}, std={std})])",
-                    self.resize, self.crop
-                ),
-            ),
-        ];
-        entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+        EvalPreprocessing::from(*self).metadata()
+    }
+}
+
+impl From<Preprocessing> for EvalPreprocessing {
+    /// The same steps, with bilinear interpolation (the only one `Preprocessing` described).
+    fn from(p: Preprocessing) -> Self {
+        EvalPreprocessing {
+            resize: p.resize as usize,
+            interpolation: InterpolationMode::Bilinear,
+            crop: p.crop as usize,
+            mean: p.mean,
+            std: p.std,
+        }
     }
 }
 
@@ -74,11 +57,33 @@ mod tests {
             Preprocessing { resize: 256, crop: 224, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
         let m: std::collections::HashMap<String, String> = p.metadata().into_iter().collect();
         assert_eq!(m["resize_shorter_side"], "256");
-        assert_eq!(m["resize_interpolation"], "bilinear");
+        assert_eq!(m["resize_interpolation"], Preprocessing::INTERPOLATION);
         assert_eq!(m["center_crop"], "[224, 224]");
         assert_eq!(m["mean"], "[0.485, 0.456, 0.406]");
         assert!(m["torchvision"]
             .starts_with("transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224)"));
         assert_eq!(m.len(), 11);
+    }
+
+    /// The old form and the vision description it converts to write the same metadata, and
+    /// torchvision's preset at 224 is the old CLI's `Preprocessing { resize: 256, crop: 224 }`.
+    #[test]
+    fn the_old_form_is_the_eval_preprocessing_it_stands_for() {
+        for (resize, crop) in [(256, 224), (73, 64), (36, 32), (235, 224)] {
+            let old = Preprocessing { resize, crop, mean: [0.5, 0.25, 0.125], std: [0.2, 1.0, 3.5] };
+            let new = EvalPreprocessing::from(old);
+            assert_eq!(
+                (new.resize, new.crop, new.mean, new.std),
+                (resize as usize, crop as usize, old.mean, old.std)
+            );
+            assert_eq!(old.metadata(), new.metadata());
+        }
+        let old = Preprocessing {
+            resize: 256,
+            crop: 224,
+            mean: torchlight_vision::IMAGENET_MEAN,
+            std: torchlight_vision::IMAGENET_STD,
+        };
+        assert_eq!(EvalPreprocessing::from(old), EvalPreprocessing::classification(224));
     }
 }

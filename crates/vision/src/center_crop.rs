@@ -3,9 +3,8 @@
 
 use crate::error::Result;
 use crate::image::Image;
-#[cfg(feature = "libjpeg-turbo")]
 use crate::random_resized_crop::CropBox;
-use crate::transform::{expect_image, Sample, Transform};
+use crate::transform::{expect_image, LeadingCrop, Sample, Transform};
 use std::any::Any;
 use torchlight_base::seed::Rng;
 
@@ -56,8 +55,7 @@ impl CenterCrop {
 
     /// The part of a `height x width` image the crop keeps (all of an axis the crop pads):
     /// cropping that part alone gives the same result as cropping the image.
-    #[cfg(feature = "libjpeg-turbo")]
-    pub(crate) fn source_box(&self, height: usize, width: usize) -> CropBox {
+    fn source_box(&self, height: usize, width: usize) -> CropBox {
         let (left, _, width) = center_axis(width, self.width);
         let (top, _, height) = center_axis(height, self.height);
         CropBox { top, left, height, width }
@@ -91,6 +89,22 @@ impl Transform for CenterCrop {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn leading_crop(&self) -> Option<&dyn LeadingCrop> {
+        Some(self)
+    }
+}
+
+/// The box is the part of the image the crop keeps (all of an axis it pads); cropping those
+/// pixels again keeps all of them and adds the padding.
+impl LeadingCrop for CenterCrop {
+    fn crop_box(&self, height: usize, width: usize, _rng: &mut Rng) -> CropBox {
+        self.source_box(height, width)
+    }
+
+    fn apply_cropped(&self, region: Image, _rng: &mut Rng) -> Result<Sample> {
+        Ok(Sample::Image(self.crop(&region)))
     }
 }
 

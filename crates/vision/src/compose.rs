@@ -1,24 +1,25 @@
-//! `Compose`: transforms in sequence, with adjacent pairs fused where that saves passes.
+//! `Compose`: transforms in sequence, with adjacent steps fused where a step offers it.
 
-use crate::center_crop::{center_axis, CenterCrop};
 use crate::error::Result;
-use crate::normalize::Normalize;
-use crate::resample::{resize_bilinear, Rect};
-use crate::resize::Resize;
-use crate::to_tensor::ToTensor;
-use crate::transform::{expect_image, Sample, Transform};
+use crate::image::Image;
+use crate::random_resized_crop::CropBox;
+use crate::transform::{LeadingCrop, Sample, Transform};
 use std::any::Any;
 use std::sync::Arc;
 use torchlight_base::seed::Rng;
 
 /// `torchvision.transforms.Compose([...])`: applies its transforms in order.
 ///
-/// Adjacent pairs with a cheaper joint form run fused, with bit-identical results:
+/// Adjacent steps with a cheaper joint form run fused, with bit-identical results: each step
+/// is offered the next through [`Transform::fuse`] (the fused result is offered the one after
+/// that), so these run as one:
 /// - `Resize` then `CenterCrop` computes only the pixels the crop keeps;
 /// - `ToTensor` then `Normalize` maps each `u8` through a per-channel table of the normalized
 ///   value in one pass.
 ///
-/// (`RandomResizedCrop` already resizes its box in place, without copying the crop.)
+/// (`RandomResizedCrop` already resizes its box in place, without copying the crop.) A
+/// `Compose` whose first step (after fusion) has a [`Transform::leading_crop`] has one too: the
+/// first step's box, then the first step on the box's pixels and the other steps after it.
 #[derive(Debug, Clone, Default)]
 pub struct Compose {
     transforms: Vec<Arc<dyn Transform>>,
@@ -45,15 +46,14 @@ impl Compose {
         &self.transforms
     }
 
-    /// The steps that run, after fusion (what [`Transform::apply`] applies in order).
-    #[cfg(feature = "libjpeg-turbo")]
-    pub(crate) fn plan(&self) -> &[Arc<dyn Transform>] {
-        &self.plan
-    }
-
     /// How many steps run after fusion (fewer than [`Compose::transforms`] when pairs fused).
     pub fn fused_len(&self) -> usize {
         self.plan.len()
+    }
+
+    /// The first step's crop, when it has one.
+    fn head_crop(&self) -> Option<&dyn LeadingCrop> {
+        self.plan.first().and_then(|t| t.leading_crop())
     }
 }
 
@@ -68,69 +68,46 @@ impl Transform for Compose {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn leading_crop(&self) -> Option<&dyn LeadingCrop> {
+        self.head_crop()?;
+        Some(self)
+    }
 }
 
+/// The first step's box, then the first step on its pixels and the rest after. (Only reached
+/// through [`Transform::leading_crop`], which is `None` without a first crop; called directly
+/// on such a `Compose`, the box is the whole image and the steps run as [`Transform::apply`],
+/// which keeps the invariant too.)
+impl LeadingCrop for Compose {
+    fn crop_box(&self, height: usize, width: usize, rng: &mut Rng) -> CropBox {
+        match self.head_crop() {
+            Some(crop) => crop.crop_box(height, width, rng),
+            None => CropBox { top: 0, left: 0, height, width },
+        }
+    }
+
+    fn apply_cropped(&self, region: Image, rng: &mut Rng) -> Result<Sample> {
+        let Some(crop) = self.head_crop() else { return self.apply(Sample::Image(region), rng) };
+        let mut sample = crop.apply_cropped(region, rng)?;
+        for t in &self.plan[1..] {
+            sample = t.apply(sample, rng)?;
+        }
+        Ok(sample)
+    }
+}
+
+/// The steps that run: left to right, each step offered the next through [`Transform::fuse`].
 fn fuse(transforms: &[Arc<dyn Transform>]) -> Vec<Arc<dyn Transform>> {
     let mut plan: Vec<Arc<dyn Transform>> = Vec::with_capacity(transforms.len());
-    let mut i = 0;
-    while i < transforms.len() {
-        let (a, b) = (transforms[i].as_any(), transforms.get(i + 1).map(|t| t.as_any()));
-        if let (Some(resize), Some(crop)) =
-            (a.downcast_ref::<Resize>(), b.and_then(|b| b.downcast_ref::<CenterCrop>()))
-        {
-            plan.push(Arc::new(ResizeCenterCrop { resize: *resize, crop: *crop }));
-            i += 2;
-        } else if let (Some(_), Some(norm)) =
-            (a.downcast_ref::<ToTensor>(), b.and_then(|b| b.downcast_ref::<Normalize>()))
-        {
-            plan.push(Arc::new(ToTensorNormalize(norm.clone())));
-            i += 2;
-        } else {
-            plan.push(transforms[i].clone());
-            i += 1;
+    for t in transforms {
+        if let Some(last) = plan.last_mut() {
+            if let Some(fused) = last.fuse(t.as_ref()) {
+                *last = Arc::from(fused);
+                continue;
+            }
         }
+        plan.push(t.clone());
     }
     plan
-}
-
-/// `Resize` then `CenterCrop`, resampling only the kept window.
-#[derive(Debug)]
-struct ResizeCenterCrop {
-    resize: Resize,
-    crop: CenterCrop,
-}
-
-impl Transform for ResizeCenterCrop {
-    fn apply(&self, input: Sample, _rng: &mut Rng) -> Result<Sample> {
-        let image = expect_image(input, "Resize")?;
-        let (rh, rw) = self.resize.output_size(image.height(), image.width());
-        let (ch, cw) = self.crop.size();
-        if ch > rh || cw > rw || (rh, rw) == (image.height(), image.width()) {
-            // Padding needed, or no resize at all: the plain steps are as cheap.
-            return Ok(Sample::Image(self.crop.crop(&self.resize.resize(image))));
-        }
-        let (left, _, _) = center_axis(rw, cw);
-        let (top, _, _) = center_axis(rh, ch);
-        let full = Rect::new(0, 0, image.width(), image.height());
-        Ok(Sample::Image(resize_bilinear(&image, full, rw, rh, Rect::new(left, top, cw, ch))))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-/// `ToTensor` then `Normalize` through one lookup table.
-#[derive(Debug)]
-struct ToTensorNormalize(Normalize);
-
-impl Transform for ToTensorNormalize {
-    fn apply(&self, input: Sample, _rng: &mut Rng) -> Result<Sample> {
-        let image = expect_image(input, "ToTensor")?;
-        Ok(Sample::Tensor(self.0.to_tensor_normalized(&image)?))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }

@@ -7,7 +7,6 @@ use crate::image::Image;
 use crate::random_resized_crop::CropBox;
 use crate::transform::{Sample, Transform};
 use std::path::Path;
-use std::sync::Arc;
 use torchlight_base::seed::Rng;
 
 /// Decodes the `crop` box of an encoded image held in memory; `path` only names the source in
@@ -62,17 +61,19 @@ fn rect_of(crop: CropBox) -> (u32, u32, u32, u32) {
 }
 
 /// Decodes the file at `path` and runs `transform` on it, as `transform.apply(decode(path))`
-/// does, with the same output and the same draws from `rng`. When the transform (or the first
-/// step of a [`Compose`](crate::Compose)) is a crop whose box follows from the image size and
-/// the draws alone, and the file is a JPEG libjpeg-turbo decodes upright, the size comes from
-/// the header and only the box is decoded: a [`RandomResizedCrop`](crate::RandomResizedCrop) (box drawn as the
-/// transform draws it, then resized) or a [`CenterCrop`](crate::CenterCrop). (`Resize` then
+/// does, with the same output and the same draws from `rng`. When the transform has a
+/// [`Transform::leading_crop`] (a [`RandomResizedCrop`](crate::RandomResizedCrop), a
+/// [`CenterCrop`](crate::CenterCrop), a [`Compose`](crate::Compose) starting with one, or a
+/// transform of the user's own) and the file is a JPEG libjpeg-turbo decodes upright, the size
+/// comes from the header, the box is drawn, and only the box is decoded before the transform's
+/// [`LeadingCrop::apply_cropped`](crate::LeadingCrop::apply_cropped). (`Resize` then
 /// `CenterCrop`, the evaluation transform, reads ~80% of the rows and columns: decoding only
-/// those measured no faster than the whole image, so it decodes whole.)
+/// those measured no faster than the whole image, so the fused step has no leading crop and
+/// decodes whole.)
 pub(crate) fn load_transformed(
     path: &Path,
     options: &DecodeOptions,
-    transform: &Arc<dyn Transform>,
+    transform: &dyn Transform,
     rng: &mut Rng,
 ) -> Result<Sample> {
     let bytes = std::fs::read(path).map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
@@ -84,48 +85,25 @@ pub(crate) fn load_transformed(
     transform.apply(Sample::Image(image), rng)
 }
 
-/// [`load_transformed`]'s crop-box path: `None` when the transform does not start with a crop
-/// it knows, or the file is not a JPEG libjpeg-turbo decodes upright.
+/// [`load_transformed`]'s crop-box path: `None`, before any draw, when the transform has no
+/// leading crop or the file is not a JPEG libjpeg-turbo decodes upright.
 #[cfg(feature = "libjpeg-turbo")]
 fn load_by_box(
     bytes: &[u8],
     path: &Path,
     options: &DecodeOptions,
-    transform: &Arc<dyn Transform>,
+    transform: &dyn Transform,
     rng: &mut Rng,
 ) -> Result<Option<Sample>> {
-    use crate::{center_crop::CenterCrop, random_resized_crop::RandomResizedCrop};
-    let (first, rest): (&Arc<dyn Transform>, &[Arc<dyn Transform>]) =
-        match transform.as_any().downcast_ref::<crate::Compose>() {
-            Some(compose) => match compose.plan().split_first() {
-                Some((first, rest)) => (first, rest),
-                None => return Ok(None),
-            },
-            None => (transform, &[]),
-        };
-    let step = first.as_any();
-    if !(step.is::<RandomResizedCrop>() || step.is::<CenterCrop>()) {
-        return Ok(None);
-    }
+    let Some(crop) = transform.leading_crop() else { return Ok(None) };
     let Some(jpeg) = crate::decode::JpegFile::open(bytes, path, options)? else { return Ok(None) };
     if !jpeg.upright() {
         return Ok(None);
     }
     let (width, height) = (jpeg.header.width as usize, jpeg.header.height as usize);
-    let mut sample = if let Some(crop) = step.downcast_ref::<RandomResizedCrop>() {
-        let b = crop.get_params(height, width, rng);
-        let region = jpeg.decode_stored(rect_of(b))?;
-        Sample::Image(
-            crop.crop_resize(&region, CropBox { top: 0, left: 0, height: b.height, width: b.width }),
-        )
-    } else if let Some(crop) = step.downcast_ref::<CenterCrop>() {
-        let region = jpeg.decode_stored(rect_of(crop.source_box(height, width)))?;
-        Sample::Image(crop.crop(&region))
-    } else {
-        return Ok(None);
-    };
-    for step in rest {
-        sample = step.apply(sample, rng)?;
-    }
-    Ok(Some(sample))
+    let b = crop.crop_box(height, width, rng);
+    // A transform of the user's own could return a box outside the image.
+    check_inside(b, width, height)?;
+    let region = jpeg.decode_stored(rect_of(b))?;
+    crop.apply_cropped(region, rng).map(Some)
 }

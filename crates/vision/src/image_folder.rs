@@ -35,10 +35,12 @@ use torchlight_data::{Array, DataError, Dataset};
 /// As a [`Dataset`], `get` yields `(Array, class_index)`: without a transform the Array is the
 /// decoded image as U8 `[H, W, 3]`; with one it is whatever the transform ends with (F32
 /// `[C, H, W]` after `ToTensor`/`Normalize`, U8 `[H, W, C]` otherwise). A file that cannot be
-/// decoded becomes `DataError::Sample` with its index and path. When the transform starts with
-/// a crop whose box follows from the image size (a [`RandomResizedCrop`](crate::RandomResizedCrop)
-/// or a [`CenterCrop`](crate::CenterCrop), alone or first in a [`Compose`](crate::Compose)) and the file is a JPEG that libjpeg-turbo decodes upright, only
-/// the box is decoded (see [`decode_bytes_crop`](crate::decode_bytes_crop)): the sample and the
+/// decoded becomes `DataError::Sample` with its index and path. When the transform has a
+/// [`leading_crop`](crate::Transform::leading_crop) (a crop whose box follows from the image
+/// size and the draws: [`RandomResizedCrop`](crate::RandomResizedCrop) or
+/// [`CenterCrop`](crate::CenterCrop), alone or first in a [`Compose`](crate::Compose), or a
+/// transform of your own) and the file is a JPEG that libjpeg-turbo decodes upright, only the
+/// box is decoded (see [`decode_bytes_crop`](crate::decode_bytes_crop)): the sample and the
 /// random draws are the same as decoding the whole file.
 #[derive(Clone)]
 pub struct ImageFolder {
@@ -186,8 +188,10 @@ impl Dataset for ImageFolder {
             |e: VisionError| DataError::Sample { index, path: Some(path.clone()), message: e.to_string() };
         let array = match &self.transform {
             None => decode_file_with(path, &self.decode).map_err(to_sample_error)?.into_array(),
-            // Decodes only the crop box when the transform starts with a RandomResizedCrop.
-            Some(t) => load_transformed(path, &self.decode, t, rng).map_err(to_sample_error)?.into_array(),
+            // Decodes only the crop box when the transform has a leading crop.
+            Some(t) => {
+                load_transformed(path, &self.decode, t.as_ref(), rng).map_err(to_sample_error)?.into_array()
+            }
         };
         Ok((array, *target))
     }

@@ -5,6 +5,8 @@
 //! colour transforms, as PIL images do in torchvision; [`ToTensor`] turns them into float CHW
 //! ([`TensorImage`]) and [`Normalize`] standardises them. [`ImageFolder`] is a
 //! `torchlight_data::Dataset` yielding `(Array, class_index)` for the data crate's DataLoader.
+//! [`Transform`] says what a step provides (and how one of your own takes part in crop-box
+//! decoding and fusion); [`EvalPreprocessing`] describes a classifier's evaluation transform.
 //!
 //! ```no_run
 //! use torchlight_vision::{
@@ -27,6 +29,7 @@ mod compose;
 mod crop_decode;
 mod decode;
 mod error;
+mod eval_preprocessing;
 mod flip;
 mod grayscale;
 mod image;
@@ -52,6 +55,7 @@ pub use decode::{
     IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
 };
 pub use error::{Result, VisionError};
+pub use eval_preprocessing::EvalPreprocessing;
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
 pub use grayscale::Grayscale;
 pub use image::Image;
@@ -60,9 +64,9 @@ pub use mean_std::{dataset_mean_std, MeanStd};
 pub use normalize::{Normalize, IMAGENET_MEAN, IMAGENET_STD};
 pub use random_crop::{pad, PaddingMode, RandomCrop};
 pub use random_resized_crop::{CropBox, RandomResizedCrop};
-pub use resize::{Resize, ResizeSize};
+pub use resize::{InterpolationMode, Resize, ResizeSize};
 pub use to_tensor::ToTensor;
-pub use transform::{Sample, TensorImage, Transform};
+pub use transform::{LeadingCrop, Sample, TensorImage, Transform};
 
 /// The resampling kernels, exposed so tests can run each against the scalar reference; not a
 /// stable API (the transforms pick the kernel themselves).

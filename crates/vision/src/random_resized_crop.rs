@@ -4,7 +4,7 @@
 use crate::error::Result;
 use crate::image::Image;
 use crate::resample::{resize_bilinear, Rect};
-use crate::transform::{expect_image, Sample, Transform};
+use crate::transform::{expect_image, LeadingCrop, Sample, Transform};
 use rand::Rng as _;
 use std::any::Any;
 use torchlight_base::seed::Rng;
@@ -130,6 +130,23 @@ impl Transform for RandomResizedCrop {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn leading_crop(&self) -> Option<&dyn LeadingCrop> {
+        Some(self)
+    }
+}
+
+/// The box is [`RandomResizedCrop::get_params`]'s; its pixels are then resized to the output
+/// size.
+impl LeadingCrop for RandomResizedCrop {
+    fn crop_box(&self, height: usize, width: usize, rng: &mut Rng) -> CropBox {
+        self.get_params(height, width, rng)
+    }
+
+    fn apply_cropped(&self, region: Image, _rng: &mut Rng) -> Result<Sample> {
+        let whole = CropBox { top: 0, left: 0, height: region.height(), width: region.width() };
+        Ok(Sample::Image(self.crop_resize(&region, whole)))
     }
 }
 

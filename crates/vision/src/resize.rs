@@ -1,12 +1,35 @@
 //! `Resize`: bilinear, antialiased resizing to a shorter-side length or an exact size, as
 //! `torchvision.transforms.Resize` does for PIL images.
 
+use crate::center_crop::{center_axis, CenterCrop};
 use crate::error::Result;
 use crate::image::Image;
 use crate::resample::{resize_bilinear, Rect};
 use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
 use torchlight_base::seed::Rng;
+
+/// How a resize samples the image, torchvision's `InterpolationMode`. Bilinear (PIL's
+/// antialiased bilinear filter, torchvision's default) is the only one the resampler has, so
+/// it is the only variant; the type names the choice in descriptions of a pipeline such as
+/// [`crate::EvalPreprocessing`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InterpolationMode {
+    /// `InterpolationMode.BILINEAR`.
+    #[default]
+    Bilinear,
+}
+
+impl InterpolationMode {
+    /// torchvision's name for it (`InterpolationMode.BILINEAR.value`, also timm's name):
+    /// `"bilinear"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            InterpolationMode::Bilinear => "bilinear",
+        }
+    }
+}
 
 /// The size a [`Resize`] aims for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +136,39 @@ impl Resize {
 impl Transform for Resize {
     fn apply(&self, input: Sample, _rng: &mut Rng) -> Result<Sample> {
         Ok(Sample::Image(self.resize(expect_image(input, "Resize")?)))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    /// Fuses with a following [`CenterCrop`]: only the pixels the crop keeps are resampled.
+    fn fuse(&self, next: &dyn Transform) -> Option<Box<dyn Transform>> {
+        let crop = next.as_any().downcast_ref::<CenterCrop>()?;
+        Some(Box::new(ResizeCenterCrop { resize: *self, crop: *crop }))
+    }
+}
+
+/// `Resize` then `CenterCrop`, resampling only the kept window (what [`Resize::fuse`] gives).
+#[derive(Debug)]
+struct ResizeCenterCrop {
+    resize: Resize,
+    crop: CenterCrop,
+}
+
+impl Transform for ResizeCenterCrop {
+    fn apply(&self, input: Sample, _rng: &mut Rng) -> Result<Sample> {
+        let image = expect_image(input, "Resize")?;
+        let (rh, rw) = self.resize.output_size(image.height(), image.width());
+        let (ch, cw) = self.crop.size();
+        if ch > rh || cw > rw || (rh, rw) == (image.height(), image.width()) {
+            // Padding needed, or no resize at all: the plain steps are as cheap.
+            return Ok(Sample::Image(self.crop.crop(&self.resize.resize(image))));
+        }
+        let (left, _, _) = center_axis(rw, cw);
+        let (top, _, _) = center_axis(rh, ch);
+        let full = Rect::new(0, 0, image.width(), image.height());
+        Ok(Sample::Image(resize_bilinear(&image, full, rw, rh, Rect::new(left, top, cw, ch))))
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -2,6 +2,7 @@
 
 use crate::error::{Result, VisionError};
 use crate::image::Image;
+use crate::normalize::Normalize;
 use crate::transform::{Sample, TensorImage, Transform};
 use std::any::Any;
 use torchlight_base::seed::Rng;
@@ -44,6 +45,31 @@ impl Transform for ToTensor {
                 transform: "ToTensor",
                 message: "the input is already a tensor".into(),
             }),
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    /// Fuses with a following [`Normalize`]: one lookup-table pass
+    /// ([`Normalize::to_tensor_normalized`]).
+    fn fuse(&self, next: &dyn Transform) -> Option<Box<dyn Transform>> {
+        let normalize = next.as_any().downcast_ref::<Normalize>()?;
+        Some(Box::new(ToTensorNormalize(normalize.clone())))
+    }
+}
+
+/// `ToTensor` then `Normalize` through one lookup table (what [`ToTensor::fuse`] gives).
+#[derive(Debug)]
+struct ToTensorNormalize(Normalize);
+
+impl Transform for ToTensorNormalize {
+    fn apply(&self, input: Sample, rng: &mut Rng) -> Result<Sample> {
+        match input {
+            Sample::Image(image) => Ok(Sample::Tensor(self.0.to_tensor_normalized(&image)?)),
+            // ToTensor's own error.
+            tensor => ToTensor.apply(tensor, rng),
         }
     }
 

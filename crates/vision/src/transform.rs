@@ -3,6 +3,7 @@
 
 use crate::error::Result;
 use crate::image::Image;
+use crate::random_resized_crop::CropBox;
 use std::any::Any;
 use std::fmt::Debug;
 use torchlight_base::seed::Rng;
@@ -67,9 +68,43 @@ impl Sample {
 
 /// One step of an image pipeline, like a torchvision transform.
 ///
-/// Random transforms draw only from `rng`, which the DataLoader seeds per sample from
-/// (seed, epoch, index), so augmentation does not depend on the worker count. Transforms are
-/// shared by loader threads, hence `Send + Sync`.
+/// Transforms are shared by loader threads, hence `Send + Sync`. This trait is the whole
+/// contract between a transform and the rest of the crate: [`crate::Compose`] and
+/// [`crate::ImageFolder`] learn what a step can do from these methods alone, so a transform of
+/// your own takes part in everything a built-in one does.
+///
+/// # What a transform provides
+///
+/// Required:
+/// - [`apply`](Transform::apply): the transform itself, on one [`Sample`].
+/// - [`as_any`](Transform::as_any): `self` (the body is always `self`), so a step's
+///   [`fuse`](Transform::fuse) can recognise the step after it, and users can inspect the
+///   steps of a [`crate::Compose`].
+///
+/// Provided, opting out by default:
+/// - [`leading_crop`](Transform::leading_crop): `Some(self)` when the transform starts by
+///   keeping a box of the image whose position follows from the image's size and the random
+///   draws alone ([`LeadingCrop`]: the box, then what the transform does with its pixels).
+///   `ImageFolder` then reads the size from a JPEG's header and decodes only the box.
+///   Built-in: [`crate::RandomResizedCrop`], [`crate::CenterCrop`], and a `Compose` whose
+///   first step has one.
+/// - [`fuse`](Transform::fuse): a cheaper transform doing this step and the next in one, which
+///   `Compose` runs instead of the pair. Built-in: `Resize` with a following `CenterCrop` (only
+///   the kept pixels are resampled), `ToTensor` with a following `Normalize` (one lookup-table
+///   pass).
+///
+/// # Invariants
+///
+/// A transform of your own must keep these, or crop-box decoding and fusion change its results
+/// (`tests/it/contract.rs` checks 2 and 3 for every built-in transform):
+/// 1. A random transform draws only from the `rng` it is given, which the DataLoader seeds per
+///    sample from (seed, epoch, index), so augmentation does not depend on the worker count.
+/// 2. A fused transform gives the same output, bit for bit, and makes the same draws as the
+///    two steps it replaces, on every input (errors included).
+/// 3. For a [`LeadingCrop`], on every image of `height x width`, drawing
+///    `b = crop_box(height, width, rng)` and then `apply_cropped(image.crop(b), rng)` gives the
+///    same output bit for bit, and leaves `rng` in the same state, as `apply(image, rng)`; the
+///    box is inside the image and not empty.
 pub trait Transform: Debug + Send + Sync {
     /// Transforms one sample.
     ///
@@ -78,8 +113,42 @@ pub trait Transform: Debug + Send + Sync {
     /// given a tensor, a crop larger than the image, ...).
     fn apply(&self, input: Sample, rng: &mut Rng) -> Result<Sample>;
 
-    /// The transform as `Any`, so [`crate::Compose`] can recognise pairs it can fuse.
+    /// The transform as `Any` (`self`), so the step before it can recognise it in
+    /// [`Transform::fuse`] (`next.as_any().downcast_ref::<CenterCrop>()`).
     fn as_any(&self) -> &dyn Any;
+
+    /// The box this transform starts by keeping, when it follows from the image size and the
+    /// random draws alone: return `Some(self)` from a type implementing [`LeadingCrop`].
+    /// `None` (the default) decodes the whole image before [`Transform::apply`].
+    fn leading_crop(&self) -> Option<&dyn LeadingCrop> {
+        None
+    }
+
+    /// This step and `next` as one transform, when that is cheaper; `None` (the default) runs
+    /// them one after the other. [`crate::Compose`] offers each step the one after it, then
+    /// offers the fused result the step after that. The fused transform must equal `self`
+    /// then `next` bit for bit, with the same draws (and, to keep crop-box decoding, offer the
+    /// same [`Transform::leading_crop`] as `self`).
+    fn fuse(&self, next: &dyn Transform) -> Option<Box<dyn Transform>> {
+        let _ = next;
+        None
+    }
+}
+
+/// A transform that starts by keeping a box of the image whose position follows from the
+/// image's size and the random draws alone, split into the box and the rest, so a dataset can
+/// decode only the box (see [`Transform::leading_crop`] and invariant 3 of [`Transform`]).
+pub trait LeadingCrop: Send + Sync {
+    /// The box kept of an image of `height x width`, drawn from `rng` with exactly the calls
+    /// [`Transform::apply`] makes before it crops; inside the image and not empty.
+    fn crop_box(&self, height: usize, width: usize, rng: &mut Rng) -> CropBox;
+
+    /// What the transform gives for the pixels of the box [`LeadingCrop::crop_box`] returned
+    /// (`region` is exactly that box), making the draws `apply` makes after choosing it.
+    ///
+    /// # Errors
+    /// As [`Transform::apply`].
+    fn apply_cropped(&self, region: Image, rng: &mut Rng) -> Result<Sample>;
 }
 
 /// The `u8` image of `input`, or a `Transform` error naming `transform` when `ToTensor` has

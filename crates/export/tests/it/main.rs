@@ -84,8 +84,8 @@ fn resnets_export_to_onnx_and_torchscript_that_real_runtimes_agree_with() {
     for arch in ["resnet18", "resnet34", "resnet50"] {
         let model = resnet_by_name(arch, 10).unwrap();
         warm_up(&model, &[4, 3, 64, 64]);
-        let preprocessing =
-            Preprocessing { resize: 73, crop: 64, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225] };
+        // torchvision's preset at 64: Resize(73), CenterCrop(64), ImageNet's mean and std.
+        let preprocessing = EvalPreprocessing::classification(64);
         let options =
             OnnxOptions::new(&[3, 64, 64]).with_class_names(&classes).with_preprocessing(&preprocessing);
         export_onnx(&model, &options, dir.join(format!("{arch}__bn.onnx"))).unwrap();

@@ -229,7 +229,8 @@ fn crop_box_loading_gives_the_same_samples_and_draws_as_decoding_the_whole_file(
     }
 }
 
-/// A boxed transform as a `Transform` (what `with_transform` takes).
+/// A boxed transform as a `Transform` (what `with_transform` takes), forwarding the crop hook
+/// so the dataset decodes by the box.
 #[derive(Debug)]
 struct ComposeOf(Box<dyn torchlight_vision::Transform>);
 
@@ -244,5 +245,9 @@ impl torchlight_vision::Transform for ComposeOf {
 
     fn as_any(&self) -> &dyn std::any::Any {
         self.0.as_any()
+    }
+
+    fn leading_crop(&self) -> Option<&dyn torchlight_vision::LeadingCrop> {
+        self.0.leading_crop()
     }
 }

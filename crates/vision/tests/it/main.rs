@@ -1,14 +1,17 @@
 //! torchlight-vision's integration tests: parity with torchvision fixtures
 //! (`tests/fixtures/make_fixtures.py`), sampling statistics, ImageFolder on real folders.
 //! The SIMD resampling kernels against the scalar one and the resampling fixtures held to 0
-//! (`simd.rs`).
+//! (`simd.rs`). The `Transform` contract, with transforms of a user's own (`contract.rs`), and
+//! the evaluation preprocessing (`preset.rs`).
 //! No libtorch: the fixtures' safetensors files are read with the `safetensors` crate.
 
 mod color;
+mod contract;
 mod decode;
 mod folder;
 mod jpeg;
 mod parity;
+mod preset;
 mod random;
 mod simd;
 

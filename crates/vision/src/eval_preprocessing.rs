@@ -1,0 +1,179 @@
+//! `EvalPreprocessing`: the one description of an image classifier's evaluation
+//! preprocessing (resize, centre crop, normalisation), its transform and its metadata.
+
+use crate::center_crop::CenterCrop;
+use crate::compose::Compose;
+use crate::error::{Result, VisionError};
+use crate::normalize::{Normalize, IMAGENET_MEAN, IMAGENET_STD};
+use crate::resize::{InterpolationMode, Resize};
+use crate::to_tensor::ToTensor;
+
+/// How a classifier's evaluation inputs are made from an RGB image:
+/// `Resize(resize) -> CenterCrop(crop) -> ToTensor() -> Normalize(mean, std)`, torchvision's
+/// `ImageClassification` preset (what `weights.transforms()` returns) and timm's
+/// `transforms_imagenet_eval` with its default `crop_mode="center"`.
+///
+/// `Resize(resize)` scales the shorter side to `resize` pixels and the other in proportion
+/// (truncated) with `interpolation` (bilinear, antialiased, as torchvision and PIL do);
+/// `CenterCrop(crop)` keeps the central `crop x crop` (zero-padded where the image is
+/// smaller); `ToTensor` divides `u8` values by 255 into `[0, 1]` in CHW layout; `Normalize`
+/// subtracts `mean` and divides by `std` per channel. [`EvalPreprocessing::transform`] builds
+/// that pipeline, [`EvalPreprocessing::metadata`] describes it for a deployer (what an exported
+/// model carries).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EvalPreprocessing {
+    /// The shorter side after resizing, e.g. 256 for a 224 crop.
+    pub resize: usize,
+    /// How the resize samples the image.
+    pub interpolation: InterpolationMode,
+    /// The side of the square centre crop: the model's input size.
+    pub crop: usize,
+    /// Per-channel RGB mean subtracted after scaling to `[0, 1]`.
+    pub mean: [f32; 3],
+    /// Per-channel RGB standard deviation divided by.
+    pub std: [f32; 3],
+}
+
+impl EvalPreprocessing {
+    /// torchvision's classification preset at `image_size`: resize the shorter side to
+    /// `image_size * 256 / 224` (integer division: 256 for 224, as torchvision's reference
+    /// recipes), bilinear, centre crop `image_size`, ImageNet's mean and std.
+    pub fn classification(image_size: usize) -> Self {
+        EvalPreprocessing {
+            resize: image_size * 256 / 224,
+            interpolation: InterpolationMode::Bilinear,
+            crop: image_size,
+            mean: IMAGENET_MEAN,
+            std: IMAGENET_STD,
+        }
+    }
+
+    /// timm's evaluation transform for a model whose `pretrained_cfg` has `input_size`
+    /// `(3, image_size, image_size)` and `crop_pct`: resize the shorter side to
+    /// `floor(image_size / crop_pct)` (timm's `scale_size`, in `f64` as Python computes it:
+    /// 256 for 224 at 0.875, 235 at 0.95), centre crop `image_size`; bilinear and ImageNet's
+    /// mean and std, `transforms_imagenet_eval`'s defaults (set the fields for a model's own).
+    ///
+    /// # Errors
+    /// [`VisionError::Config`] when `image_size` is 0 (field `image_size`), or `crop_pct` is not
+    /// a positive finite number or leaves no pixel to resize to (field `crop_pct`).
+    pub fn from_crop_pct(image_size: usize, crop_pct: f64) -> Result<Self> {
+        if image_size == 0 {
+            return Err(VisionError::Config { field: "image_size", reason: "must be positive".into() });
+        }
+        if !(crop_pct.is_finite() && crop_pct > 0.0) {
+            return Err(VisionError::Config {
+                field: "crop_pct",
+                reason: format!("{crop_pct} is not a positive finite fraction"),
+            });
+        }
+        let resize = (image_size as f64 / crop_pct).floor();
+        if resize < 1.0 || resize > usize::MAX as f64 {
+            return Err(VisionError::Config {
+                field: "crop_pct",
+                reason: format!("{crop_pct} makes the resize of a {image_size} crop {resize} pixels"),
+            });
+        }
+        Ok(EvalPreprocessing { resize: resize as usize, ..Self::classification(image_size) })
+    }
+
+    /// The transform: `Resize(resize)`, `CenterCrop(crop)`, `ToTensor`, `Normalize(mean, std)`
+    /// as a [`Compose`], which runs it as two fused steps (resize and crop, then the
+    /// normalised tensor). Its output is a float `[3, crop, crop]` tensor.
+    ///
+    /// # Panics
+    /// If `resize` or `crop` is 0, or a `std` is not positive (as `Resize`, `CenterCrop` and
+    /// `Normalize` refuse them).
+    pub fn transform(&self) -> Compose {
+        let resize = match self.interpolation {
+            InterpolationMode::Bilinear => Resize::new(self.resize),
+        };
+        Compose::default()
+            .then(resize)
+            .then(CenterCrop::new(self.crop))
+            .then(ToTensor)
+            .then(Normalize::new(&self.mean, &self.std))
+    }
+
+    /// The preprocessing as `(key, value)` pairs for a deployer (what `torchlight-export`
+    /// writes into ONNX `metadata_props` and the TorchScript sidecar), values as JSON text where
+    /// they are numbers or lists: `resize_shorter_side` (`"256"`), `resize_interpolation`
+    /// (`"bilinear"`), `resize_antialias` (`"true"`), `center_crop` (`"[224, 224]"`, height and
+    /// width), `color_order` (`"RGB"`), `input_layout` (`"NCHW"`), `input_scale` (`"1/255"`:
+    /// `u8` values to `[0, 1]` before normalising), `mean` and `std` (`"[0.485, ...]"`),
+    /// `preprocessing` (the steps in words) and `torchvision` (the same as Python code).
+    pub fn metadata(&self) -> Vec<(String, String)> {
+        let list = |v: &[f32; 3]| format!("[{}, {}, {}]", v[0], v[1], v[2]);
+        let (mean, std) = (list(&self.mean), list(&self.std));
+        let interpolation = self.interpolation.name();
+        // torchvision's Resize defaults to bilinear; another mode would be named in the code.
+        let resize_code = match self.interpolation {
+            InterpolationMode::Bilinear => format!("transforms.Resize({})", self.resize),
+        };
+        let entries = [
+            ("resize_shorter_side", self.resize.to_string()),
+            ("resize_interpolation", interpolation.to_string()),
+            ("resize_antialias", "true".to_string()),
+            ("center_crop", format!("[{}, {}]", self.crop, self.crop)),
+            ("color_order", "RGB".to_string()),
+            ("input_layout", "NCHW".to_string()),
+            ("input_scale", "1/255".to_string()),
+            ("mean", mean.clone()),
+            ("std", std.clone()),
+            (
+                "preprocessing",
+                format!(
+                    "decode to RGB; resize the shorter side to {} ({interpolation}, antialiased; the other side \
+                     in proportion, truncated); center-crop {}x{}; scale u8 values by 1/255; normalise with mean \
+                     {mean} and std {std}; NCHW float32",
+                    self.resize, self.crop, self.crop
+                ),
+            ),
+            (
+                "torchvision",
+                format!(
+                    "transforms.Compose([{resize_code}, transforms.CenterCrop({}), transforms.ToTensor(), \
+                     transforms.Normalize(mean={mean}, std={std})])",
+                    self.crop
+                ),
+            ),
+        ];
+        entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key and value, in order, exactly as `torchlight-export` wrote them before this
+    /// type existed (its `Preprocessing::metadata`).
+    #[test]
+    fn the_metadata_is_what_export_always_wrote() {
+        let got = EvalPreprocessing::classification(224).metadata();
+        let want = [
+            ("resize_shorter_side", "256"),
+            ("resize_interpolation", "bilinear"),
+            ("resize_antialias", "true"),
+            ("center_crop", "[224, 224]"),
+            ("color_order", "RGB"),
+            ("input_layout", "NCHW"),
+            ("input_scale", "1/255"),
+            ("mean", "[0.485, 0.456, 0.406]"),
+            ("std", "[0.229, 0.224, 0.225]"),
+            (
+                "preprocessing",
+                "decode to RGB; resize the shorter side to 256 (bilinear, antialiased; the other side in \
+                 proportion, truncated); center-crop 224x224; scale u8 values by 1/255; normalise with mean \
+                 [0.485, 0.456, 0.406] and std [0.229, 0.224, 0.225]; NCHW float32",
+            ),
+            (
+                "torchvision",
+                "transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor(), \
+                 transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])",
+            ),
+        ];
+        let want: Vec<(String, String)> = want.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert_eq!(got, want);
+    }
+}
