@@ -21,6 +21,7 @@
 //! # Ok::<(), torchlight_vision::VisionError>(())
 //! ```
 
+mod bmp;
 mod center_crop;
 mod color_jitter;
 mod compose;
@@ -28,6 +29,7 @@ mod crop_decode;
 mod decode;
 mod error;
 mod flip;
+mod gif;
 mod grayscale;
 mod image;
 mod image_folder;
@@ -35,10 +37,12 @@ mod image_folder;
 mod libjpeg;
 mod mean_std;
 mod normalize;
+mod orientation;
 mod random_crop;
 mod random_resized_crop;
 mod resample;
 mod resize;
+mod tiff;
 mod to_tensor;
 mod transform;
 

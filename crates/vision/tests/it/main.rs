@@ -11,6 +11,7 @@ mod jpeg;
 mod parity;
 mod random;
 mod simd;
+mod variants;
 
 use std::path::PathBuf;
 
