@@ -189,7 +189,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Image, String> {
     let l = layout(bytes)?;
     let (w, h) = (l.width, l.height);
     let data = bytes.get(l.offset..).unwrap_or(&[]);
-    let mut out = vec![0u8; w * h * 3];
+    let size = w.checked_mul(h).and_then(|p| p.checked_mul(3)).ok_or("BMP dimensions overflow")?;
     let lookup = |index: usize| l.palette.get(index).copied().unwrap_or([0, 0, 0]);
     let put_index = |out: &mut [u8], at: usize, v: u8| {
         let rgb = match l.unpack {
@@ -199,6 +199,15 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Image, String> {
         };
         out[at * 3..at * 3 + 3].copy_from_slice(&rgb);
     };
+    if l.rle4.is_none() && data.len() < stride(&l).saturating_mul(h) {
+        return Err(format!(
+            "BMP pixel data cut short: {} of {} bytes ({h} rows of {})",
+            data.len(),
+            stride(&l).saturating_mul(h),
+            stride(&l)
+        ));
+    }
+    let mut out = vec![0u8; size];
     if let Some(rle4) = l.rle4 {
         let indices = rle(data, l.offset, w, h, rle4)?;
         for (stored_row, row) in indices.chunks(w.max(1)).enumerate() {
@@ -209,14 +218,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Image, String> {
         }
         return Ok(Image::new(w, h, 3, out));
     }
-    let stride = ((w as u64 * u64::from(l.bits) + 31) >> 3 & !3) as usize;
-    if data.len() < stride.saturating_mul(h) {
-        return Err(format!(
-            "BMP pixel data cut short: {} of {} bytes ({h} rows of {stride})",
-            data.len(),
-            stride * h
-        ));
-    }
+    let stride = stride(&l);
     for stored_row in 0..h {
         let row = &data[stored_row * stride..(stored_row + 1) * stride];
         let y = if l.top_down { stored_row } else { h - 1 - stored_row };
@@ -252,6 +254,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Image, String> {
     Ok(Image::new(w, h, 3, out))
 }
 
+/// Bytes per stored row: the bits of a row rounded up to 4 bytes.
+fn stride(l: &Layout) -> usize {
+    (((l.width as u64).saturating_mul(u64::from(l.bits)) + 31) >> 3 & !3) as usize
+}
+
 /// Pillow's `BmpRleDecoder`: the indices of a `w x h` image in stored row order. Runs longer
 /// than what is left of the row are cut; end-of-line pads the row with index 0; a delta adds
 /// `right + up * width` zeros; absolute runs end on an even *file* position (`file_offset` is
@@ -280,7 +287,7 @@ fn rle(data: &[u8], file_offset: usize, w: usize, h: usize, rle4: bool) -> Resul
         }
         match byte {
             0 => {
-                while out.len() % w.max(1) != 0 {
+                while !out.len().is_multiple_of(w.max(1)) {
                     out.push(0);
                 }
                 x = 0;
@@ -313,7 +320,7 @@ fn rle(data: &[u8], file_offset: usize, w: usize, h: usize, rle4: bool) -> Resul
                     break;
                 }
                 x += n;
-                if (file_offset + at) % 2 != 0 {
+                if !(file_offset + at).is_multiple_of(2) {
                     at += 1;
                 }
             }

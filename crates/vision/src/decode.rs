@@ -1,6 +1,9 @@
-//! Decoding image files to RGB [`Image`]s with the `image` crate, as torchvision's
-//! `pil_loader` (`Image.open(path).convert("RGB")`) does with PIL, with Pillow's guard against
-//! decompression bombs.
+//! Decoding image files to RGB [`Image`]s as torchvision's `pil_loader`
+//! (`Image.open(path).convert("RGB")`) does with PIL, byte for byte, with Pillow's guard against
+//! decompression bombs: JPEGs with libjpeg-turbo (`libjpeg.rs`), BMP, GIF and TIFF with this
+//! crate's readers of Pillow's rules (`bmp.rs`, `gif.rs`, `tiff.rs`), PNG, WebP and PNM with the
+//! `image` crate, and the EXIF orientation as `ImageOps.exif_transpose` reads it
+//! (`orientation.rs`) when [`DecodeOptions::exif_transpose`] asks.
 
 use crate::error::{Result, VisionError};
 use crate::image::Image;
@@ -231,11 +234,7 @@ fn decode_unguarded(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Resul
         return crate::bmp::decode(bytes).map_err(decode_err);
     }
     if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
-        let size = |at: usize| bytes.get(at..at + 2).map(|b| u32::from(u16::from_le_bytes([b[0], b[1]])));
-        let (width, height) =
-            size(6).zip(size(8)).ok_or_else(|| decode_err("GIF header cut short".into()))?;
-        check_pixel_limit(options, path, width, height)?;
-        return crate::gif::decode(bytes).map_err(decode_err);
+        return crate::gif::decode(bytes, path, options);
     }
     let reader =
         ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| decode_err(e.to_string()))?;
@@ -270,7 +269,7 @@ fn decode_unguarded(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Resul
 }
 
 /// Refuses (or warns of) a `width x height` image as `options`' pixel limit says.
-fn check_pixel_limit(options: &DecodeOptions, path: &Path, width: u32, height: u32) -> Result<()> {
+pub(crate) fn check_pixel_limit(options: &DecodeOptions, path: &Path, width: u32, height: u32) -> Result<()> {
     match options.check_pixels(width, height) {
         PixelCheck::Fine => Ok(()),
         PixelCheck::Warn { pixels, limit } => {

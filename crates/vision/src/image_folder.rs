@@ -24,7 +24,10 @@ use torchlight_data::{Array, DataError, Dataset};
 ///
 /// Departures, all deliberate: names starting with `.` (`.DS_Store`, `._x.jpg` AppleDouble
 /// files, `.ipynb_checkpoints/`) are ignored, as class folders and as files; decoding applies
-/// the EXIF orientation (see [`decode_file`](crate::decode_file)); and directory symlinks are
+/// the EXIF orientation by default ([`with_exif_transpose`](ImageFolder::with_exif_transpose)
+/// `(false)` gives torchvision's bytes; see [`decode_file`](crate::decode_file)); a TIFF in a
+/// variant PIL reads and this crate does not (LZMA, CIELab, ...) is refused by the scan,
+/// naming file and feature; and directory symlinks are
 /// followed only where they cannot loop or mislabel: a link back to its own folder or an
 /// ancestor (a cycle, which torchvision's `os.walk(followlinks=True)` goes round until the
 /// path is too long) or into another class of the dataset (or another split, for

@@ -63,7 +63,8 @@ pub(crate) fn png(bytes: &[u8]) -> Orientation {
         let hex: String = text.split('\n').skip(3).collect::<Vec<_>>().concat();
         let hex = hex.as_bytes();
         let digit = |c: u8| (c as char).to_digit(16);
-        (hex.len() % 2 == 0)
+        hex.len()
+            .is_multiple_of(2)
             .then(|| hex.chunks(2).map(|p| Some((digit(p[0])? * 16 + digit(p[1])?) as u8)).collect())
             .flatten()
     };

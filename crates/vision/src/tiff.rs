@@ -104,7 +104,7 @@ impl<'a> Ifd<'a> {
                 1 | 2 | 6 | 7 => 1,
                 3 | 8 => 2,
                 4 | 9 | 11 | 13 => 4,
-                5 | 10 | 12 | 16 | 17 | 18 => 8,
+                5 | 10 | 12 | 16..=18 => 8,
                 _ => continue,
             };
             let Some(len) = n.checked_mul(size).filter(|&l| l < (1 << 32)) else { continue };
@@ -130,7 +130,7 @@ impl<'a> Ifd<'a> {
             1 | 6 | 7 => 1,
             3 | 8 => 2,
             4 | 9 | 13 => 4,
-            16 | 17 | 18 => 8,
+            16..=18 => 8,
             _ => return None,
         };
         let signed = matches!(e.kind, 6 | 8 | 9 | 17);
@@ -311,6 +311,11 @@ fn plan(bytes: &[u8]) -> Result<Plan<'_>> {
     if let Some(codec) = codec {
         return Err(Unsupported(format!("TIFF with {codec}")));
     }
+    if compression == 7 && cfg!(not(feature = "libjpeg-turbo")) {
+        return Err(Unsupported(
+            "TIFF with JPEG compression in a build without the `libjpeg-turbo` feature".into(),
+        ));
+    }
     let predictor = ifd.one(317).unwrap_or(1);
     if compression != 1 && predictor == 3 {
         return Err(Unsupported("TIFF with the floating-point predictor".into()));
@@ -401,15 +406,21 @@ fn decompress(plan: &Plan, data: &[u8], expected: usize) -> Result<Vec<u8>> {
     match plan.compression {
         1 => Ok(data[..data.len().min(expected)].to_vec()),
         5 => {
-            let mut out = Vec::with_capacity(expected);
+            // Into a buffer of the expected size, so a crafted stream cannot expand further.
+            let mut out = vec![0u8; expected];
             let mut decoder = weezl::decode::Decoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
-            let result = decoder.into_vec(&mut out).decode(data);
-            if let Err(e) = result.status {
-                if out.len() < expected {
-                    return Err(corrupt(format!("LZW: {e}")));
+            let (mut read, mut written) = (0, 0);
+            while written < expected {
+                let r = decoder.decode_bytes(&data[read..], &mut out[written..]);
+                read += r.consumed_in;
+                written += r.consumed_out;
+                match r.status {
+                    Ok(weezl::LzwStatus::Ok) if r.consumed_in + r.consumed_out > 0 => {}
+                    Ok(_) => break,
+                    Err(e) => return Err(corrupt(format!("LZW: {e}"))),
                 }
             }
-            out.truncate(expected);
+            out.truncate(written);
             Ok(out)
         }
         8 | 32946 => {
@@ -464,7 +475,11 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Image> {
     let across = w.div_ceil(cw);
     let per_plane = across * h.div_ceil(ch);
     // Every sample of the image, at its bit depth, pixel-interleaved.
-    let mut samples = vec![0u16; w * h * spp];
+    let size = w
+        .checked_mul(h)
+        .and_then(|p| p.checked_mul(spp))
+        .ok_or_else(|| Invalid("TIFF dimensions overflow".into()))?;
+    let mut samples = vec![0u16; size];
     let row_bytes = (cw * per_chunk * plan.bits).div_ceil(8);
     for (index, data) in plan.chunks.iter().enumerate() {
         let (plane, i) = (index / per_plane, index % per_plane);
