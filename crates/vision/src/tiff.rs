@@ -199,9 +199,16 @@ struct Plan<'a> {
     le: bool,
 }
 
-/// The size of the first image, as stored (before its orientation tag turns it).
+/// The size of the first image as decoded, which is Pillow's `size`: width and height swapped
+/// when its orientation tag turns it a quarter (5 to 8).
 pub(crate) fn dimensions(bytes: &[u8]) -> std::result::Result<(u32, u32), String> {
     let ifd = Ifd::parse(bytes).map_err(|e| e.message())?;
+    let (w, h) = stored_size(&ifd)?;
+    Ok(if matches!(ifd.one(274), Some(5..=8)) { (h, w) } else { (w, h) })
+}
+
+/// The width and height tags.
+fn stored_size(ifd: &Ifd) -> std::result::Result<(u32, u32), String> {
     match (ifd.one(256), ifd.one(257)) {
         (Some(w), Some(h)) if (0..=u32::MAX as i64).contains(&w) && (0..=u32::MAX as i64).contains(&h) => {
             Ok((w as u32, h as u32))
@@ -222,7 +229,7 @@ pub(crate) fn unsupported_feature(bytes: &[u8]) -> Option<String> {
 
 fn plan(bytes: &[u8]) -> Result<Plan<'_>> {
     let ifd = Ifd::parse(bytes)?;
-    let (width, height) = dimensions(bytes).map_err(Invalid)?;
+    let (width, height) = stored_size(&ifd).map_err(Invalid)?;
     let (width, height) = (width as usize, height as usize);
     let compression = ifd.one(259).unwrap_or(1);
     let codec = match compression {
@@ -336,7 +343,7 @@ fn plan(bytes: &[u8]) -> Result<Plan<'_>> {
         }
     } else {
         let rows = ifd.one(278).unwrap_or(height as i64);
-        (width, (rows.max(1) as usize).min(height.max(1)))
+        (width.max(1), (rows.max(1) as usize).min(height.max(1)))
     };
     let offsets =
         ifd.values(offsets_tag).ok_or_else(|| Invalid("TIFF without strip or tile offsets".into()))?;

@@ -242,11 +242,17 @@ fn folders_carry_the_exif_transpose_setting() {
 }
 
 /// Header sizes of the formats read by this crate's own readers (BigTIFF, BMP) are the
-/// decoded sizes (a TIFF's before its orientation turns it).
+/// decoded sizes (a TIFF's after its orientation tag turns it, as Pillow's `size` is).
 #[test]
 fn header_sizes_of_tiff_and_bmp_variants_are_their_decoded_sizes() {
     let dir = fixture("variants");
-    for name in ["tiff_bigtiff.tif", "tiff_rgb_planar_tiles.tif", "bmp_rle4_delta.bmp", "bmp_core_pal8.bmp"] {
+    for name in [
+        "tiff_bigtiff.tif",
+        "tiff_rgb_planar_tiles.tif",
+        "tiff_orient6.tif",
+        "bmp_rle4_delta.bmp",
+        "bmp_core_pal8.bmp",
+    ] {
         let image = decode_file_with(dir.join(name), &DecodeOptions::default()).unwrap();
         let (w, h) = image_dimensions(dir.join(name)).unwrap();
         assert_eq!((w as usize, h as usize), (image.width(), image.height()), "{name}");
