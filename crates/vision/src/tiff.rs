@@ -193,7 +193,10 @@ struct Plan<'a> {
     tiled: bool,
     chunks: Vec<&'a [u8]>,
     colormap: Vec<[u8; 3]>,
+    /// `JPEGTables`, and whether JPEG chunks are YCbCr (read by the libjpeg-turbo path only).
+    #[cfg_attr(not(feature = "libjpeg-turbo"), allow(dead_code))]
     jpeg_tables: Option<&'a [u8]>,
+    #[cfg_attr(not(feature = "libjpeg-turbo"), allow(dead_code))]
     ycbcr: bool,
     orientation: u32,
     le: bool,
