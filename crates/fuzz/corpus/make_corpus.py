@@ -79,6 +79,14 @@ rgb.save(out / "lzw.tif", compression="tiff_lzw")
 Image.fromarray((rng.integers(0, 65536, size=(9, 12))).astype(np.uint16)).save(out / "gray16.tif")
 rgb.save(out / "rgb.ppm")
 gray.save(out / "gray.pgm")
+# Variants read by vision's own readers of Pillow's rules (BMP, GIF, TIFF, CMYK JPEG, XMP), as
+# vision's tests/fixtures/make_variants.py writes them (run it first).
+VARIANTS = HERE.parent.parent / "vision/tests/fixtures/variants"
+for name in ["bmp_rle8_delta.bmp", "bmp_rle4_delta.bmp", "bmp_rgb565_bitfields.bmp", "gif_offset_transparent.gif",
+             "jpeg_cmyk_adobe.jpg", "png_xmp_itxt8.png", "tiff_bigtiff.tif", "tiff_cmyk_jpeg_tiles.tif",
+             "tiff_ycbcr_jpeg_strips.tif", "tiff_rgba16_assoc_planar_deflate.tif", "tiff_palette4.tif",
+             "tiff_rgb_lzw_predictor.tif", "tiff_rgb_packbits.tif"]:
+    (out / name).write_bytes((VARIANTS / name).read_bytes())
 
 for sub in ("pth", "safetensors", "image"):
     files = sorted((HERE / sub).iterdir())

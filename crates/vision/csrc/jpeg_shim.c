@@ -96,11 +96,30 @@ static void tl_open(j_decompress_ptr cinfo, const unsigned char *data, size_t le
     fill_info(cinfo, info);
 }
 
+/* Pillow's (a * b) / 255, rounded: MULDIV255 of its ImagingUtils.h. */
+static unsigned int tl_muldiv255(unsigned int a, unsigned int b) {
+    unsigned int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+}
+
+/* `w` pixels of libjpeg's CMYK output to RGB as PIL makes them: Pillow reads a CMYK JPEG's
+ * values inverted (Adobe's convention), then cmyk2rgb gives 255 - k - c * (255 - k) / 255 per
+ * channel, all on the inverted values (with nk = 255 - k' = libjpeg's k). */
+static void tl_cmyk_row(unsigned char *out, const unsigned char *in, unsigned int w) {
+    for (unsigned int x = 0; x < w; x++, in += 4, out += 3) {
+        unsigned int nk = in[3];
+        for (int c = 0; c < 3; c++) {
+            int v = (int)nk - (int)tl_muldiv255(255u - in[c], nk);
+            out[c] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+    }
+}
+
 /* Reads the header of `data` into `info` and, unless `header_only`, decodes the rectangle
  * (`x`, `y`, `w`, `h`) to RGB8 rows in `out` (`out_len` bytes), each `stride` bytes after the
  * previous one (w * 3 for packed rows). Grayscale files are
- * replicated to three channels, RGB files kept, YCbCr files converted; other colour spaces
- * return -2. The rows and columns decoded are the rectangle
+ * replicated to three channels, RGB files kept, YCbCr files converted, CMYK and YCCK files
+ * converted as Pillow converts them (tl_cmyk_row); other colour spaces return -2. The rows and columns decoded are the rectangle
  * widened by one iMCU on each side (clipped to the image), so fancy upsampling sees the same
  * neighbours as in a full decode; the rectangle is then cut out. 0 on success, -1 with
  * `info->error` set. */
@@ -119,8 +138,12 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
         jpeg_destroy_decompress(&cinfo);
         return 0;
     }
+    /* Four-component files decode to CMYK (libjpeg turns YCCK into CMYK), which is converted
+     * to RGB row by row as Pillow converts them: its JPEG reader assumes Adobe's inverted
+     * values ("CMYK;I"), then convert("RGB") applies cmyk2rgb. */
+    int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
     if (!(cinfo.jpeg_color_space == JCS_GRAYSCALE || cinfo.jpeg_color_space == JCS_RGB ||
-          cinfo.jpeg_color_space == JCS_YCbCr)) {
+          cinfo.jpeg_color_space == JCS_YCbCr || cmyk)) {
         jpeg_destroy_decompress(&cinfo);
         return -2;
     }
@@ -137,7 +160,7 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
         jpeg_destroy_decompress(&cinfo);
         return -1;
     }
-    cinfo.out_color_space = JCS_RGB;
+    cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     cinfo.dct_method = JDCT_ISLOW;
     cinfo.do_fancy_upsampling = TRUE;
     jpeg_start_decompress(&cinfo);
@@ -161,7 +184,7 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
     JSAMPARRAY scratch = (*cinfo.mem->alloc_sarray)(
         (j_common_ptr)&cinfo, JPOOL_IMAGE, cinfo.output_width * (JDIMENSION)cinfo.output_components, TL_BATCH);
     JSAMPROW targets[TL_BATCH];
-    int direct = col0 == 0 && cinfo.output_width == w;
+    int direct = !cmyk && col0 == 0 && cinfo.output_width == w;
     unsigned int margin = (unsigned int)info->imcu_height;
     unsigned int first = y > margin ? y - margin : 0;
     if (first > 0) {
@@ -184,7 +207,10 @@ static int tl_run(const unsigned char *data, size_t len, unsigned int x, unsigne
         }
         if (!into_out) {
             for (unsigned int i = 0; i < got; i++) {
-                if (line + i >= y) {
+                if (line + i < y) continue;
+                if (cmyk) {
+                    tl_cmyk_row(out + (size_t)(line + i - y) * stride, scratch[i] + (size_t)col0 * 4, w);
+                } else {
                     memcpy(out + (size_t)(line + i - y) * stride, scratch[i] + (size_t)col0 * 3, (size_t)w * 3);
                 }
             }
@@ -208,4 +234,64 @@ int tl_jpeg_header(const unsigned char *data, size_t len, tl_jpeg_info *info) {
 int tl_jpeg_decode(const unsigned char *data, size_t len, unsigned int x, unsigned int y, unsigned int w,
                    unsigned int h, unsigned char *out, size_t stride, size_t out_len, tl_jpeg_info *info) {
     return tl_run(data, len, x, y, w, h, out, stride, out_len, info, 0);
+}
+
+/* Decodes the whole of `data` as libtiff's JPEG codec decodes a TIFF strip or tile, into
+ * `out` (`out_len` bytes, rows packed): `ycbcr` nonzero converts YCbCr to RGB (a YCbCr TIFF,
+ * which Pillow has libtiff decode with JPEGCOLORMODE_RGB), else the components come out as
+ * stored, with no colour conversion (libtiff's JCS_UNKNOWN), `info->components` per pixel.
+ * Components stored at lower resolution without `ycbcr` return -2 (libtiff hands those back
+ * as raw, unexpanded data). 0 on success, -1 with `info->error` set. */
+int tl_jpeg_decode_tiff(const unsigned char *data, size_t len, int ycbcr, unsigned char *out, size_t out_len,
+                        tl_jpeg_info *info) {
+    struct jpeg_decompress_struct cinfo;
+    tl_error_mgr err;
+    tl_init(&cinfo, &err, info);
+    if (setjmp(err.jump)) {
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    tl_open(&cinfo, data, len, info);
+    if (ycbcr) {
+        if (cinfo.num_components != 3) {
+            snprintf(info->error, TL_MESSAGE_LEN, "a YCbCr JPEG strip with %d components", cinfo.num_components);
+            jpeg_destroy_decompress(&cinfo);
+            return -1;
+        }
+        cinfo.jpeg_color_space = JCS_YCbCr;
+        cinfo.out_color_space = JCS_RGB;
+    } else {
+        for (int c = 0; c < cinfo.num_components; c++) {
+            if (cinfo.comp_info[c].h_samp_factor != cinfo.max_h_samp_factor ||
+                cinfo.comp_info[c].v_samp_factor != cinfo.max_v_samp_factor) {
+                jpeg_destroy_decompress(&cinfo);
+                return -2;
+            }
+        }
+        cinfo.jpeg_color_space = JCS_UNKNOWN;
+        cinfo.out_color_space = JCS_UNKNOWN;
+    }
+    cinfo.dct_method = JDCT_ISLOW;
+    cinfo.do_fancy_upsampling = TRUE;
+    jpeg_start_decompress(&cinfo);
+    size_t row = (size_t)cinfo.output_width * (size_t)cinfo.output_components;
+    info->components = cinfo.output_components;
+    if (row * cinfo.output_height > out_len) {
+        snprintf(info->error, TL_MESSAGE_LEN, "a %ux%u JPEG strip does not fit %zu bytes", cinfo.output_width,
+                 cinfo.output_height, out_len);
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    while (cinfo.output_scanline < cinfo.output_height) {
+        JSAMPROW target = out + (size_t)cinfo.output_scanline * row;
+        if (jpeg_read_scanlines(&cinfo, &target, 1) == 0) {
+            snprintf(info->error, TL_MESSAGE_LEN, "the decoder stopped at row %u of %u", cinfo.output_scanline,
+                     cinfo.output_height);
+            jpeg_destroy_decompress(&cinfo);
+            return -1;
+        }
+    }
+    jpeg_finish_decompress(&cinfo);
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
 }

@@ -1,6 +1,9 @@
-//! Decoding image files to RGB [`Image`]s with the `image` crate, as torchvision's
-//! `pil_loader` (`Image.open(path).convert("RGB")`) does with PIL, with Pillow's guard against
-//! decompression bombs.
+//! Decoding image files to RGB [`Image`]s as torchvision's `pil_loader`
+//! (`Image.open(path).convert("RGB")`) does with PIL, byte for byte, with Pillow's guard against
+//! decompression bombs: JPEGs with libjpeg-turbo (`libjpeg.rs`), BMP, GIF and TIFF with this
+//! crate's readers of Pillow's rules (`bmp.rs`, `gif.rs`, `tiff.rs`), PNG, WebP and PNM with the
+//! `image` crate, and the EXIF orientation as `ImageOps.exif_transpose` reads it
+//! (`orientation.rs`) when [`DecodeOptions::exif_transpose`] asks.
 
 use crate::error::{Result, VisionError};
 use crate::image::Image;
@@ -25,19 +28,28 @@ pub const PIL_MAX_IMAGE_PIXELS: u64 = 89_478_485;
 /// any pixel is decoded.
 pub const DEFAULT_MAX_IMAGE_PIXELS: u64 = 2 * PIL_MAX_IMAGE_PIXELS;
 
-/// How files are decoded. `Default` is Pillow's guard: refuse images over
-/// [`DEFAULT_MAX_IMAGE_PIXELS`], warn over half of the limit.
+/// How files are decoded. `Default` is Pillow's guard (refuse images over
+/// [`DEFAULT_MAX_IMAGE_PIXELS`], warn over half of the limit) and the EXIF orientation applied
+/// (`exif_transpose: true`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DecodeOptions {
     /// The most pixels (width x height, read from the header before decoding) an image may
     /// have; `None` for no limit (Pillow's `Image.MAX_IMAGE_PIXELS = None`). Images over half
     /// of it decode with a warning, as Pillow's do over `MAX_IMAGE_PIXELS`.
     pub max_pixels: Option<u64>,
+    /// Turn JPEG, PNG and WebP images upright as their EXIF orientation says, exactly as
+    /// `PIL.ImageOps.exif_transpose` does (the EXIF block's tag 0x0112, else XMP's
+    /// `tiff:Orientation`); default `true`, so phone photos come out upright. `false` gives
+    /// torchvision's loader bit for bit (`Image.open(f).convert("RGB")`, which ignores the tag).
+    /// TIFFs are turned either way, because Pillow's TIFF reader applies their orientation tag
+    /// itself.
+    pub exif_transpose: bool,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        DecodeOptions { max_pixels: Some(DEFAULT_MAX_IMAGE_PIXELS) }
+        DecodeOptions { max_pixels: Some(DEFAULT_MAX_IMAGE_PIXELS), exif_transpose: true }
     }
 }
 
@@ -45,6 +57,13 @@ impl DecodeOptions {
     /// Options with the pixel limit `max_pixels` (`None`: unlimited).
     pub fn with_max_pixels(mut self, max_pixels: Option<u64>) -> Self {
         self.max_pixels = max_pixels;
+        self
+    }
+
+    /// Options that apply the EXIF orientation (`true`, the default) or ignore it as
+    /// torchvision's loader does (`false`); see [`DecodeOptions::exif_transpose`].
+    pub fn with_exif_transpose(mut self, exif_transpose: bool) -> Self {
+        self.exif_transpose = exif_transpose;
         self
     }
 
@@ -83,13 +102,18 @@ pub enum PixelCheck {
 /// Decodes the image file at `path` to RGB with the default [`DecodeOptions`].
 ///
 /// The format is sniffed from the content (a PNG named `.jpg` still decodes). JPEG, PNG, BMP,
-/// WebP, GIF (first frame), PPM/PGM and TIFF are supported. As with PIL's `convert("RGB")`,
-/// grayscale is replicated to three channels, palettes are expanded, alpha is dropped (not
-/// composited), and 16-bit samples become 8-bit as Pillow makes them: 16-bit grayscale (PNG,
-/// TIFF, PGM) is clipped to 255, 16-bit colour and grayscale+alpha PNG/TIFF keep their high
-/// byte, 16-bit PPM is scaled by 255/maxval. One deliberate difference: the EXIF orientation
-/// tag is applied, so a phone photo taken upright comes out upright (torchvision's loader
-/// ignores the tag).
+/// WebP, GIF (first frame), PPM/PGM and TIFF are supported, each decoded to the bytes of PIL's
+/// `convert("RGB")`: grayscale is replicated to three channels, palettes are expanded, alpha
+/// is dropped (not composited; associated alpha in TIFFs is undone first, as Pillow does),
+/// CMYK is converted by Pillow's formula, 16-bit samples become 8-bit as Pillow makes them
+/// (16-bit grayscale clipped to 255, 16-bit colour PNG/TIFF by the high byte, 16-bit PPM
+/// scaled by 255/maxval), BMP and GIF follow Pillow's readers (16-bit BMP bit expansion, RLE
+/// skips, a GIF's first frame on its screen). One deliberate difference by default: the EXIF
+/// orientation is applied, so a phone photo taken upright comes out upright, as
+/// `PIL.ImageOps.exif_transpose` turns it (torchvision's loader ignores the tag;
+/// [`DecodeOptions::with_exif_transpose`]`(false)` gives its bytes). TIFFs that Pillow reads
+/// through features this crate lacks (CIELab, LZMA, old-style JPEG, ...) are refused with an
+/// error naming the feature.
 ///
 /// # Errors
 /// [`VisionError::Io`] if the file cannot be opened, [`VisionError::TooManyPixels`] if its
@@ -136,8 +160,26 @@ pub fn decode_bytes_with(bytes: &[u8], path: impl AsRef<Path>, options: &DecodeO
 /// As [`decode_file`], except for the pixel limit.
 pub fn image_dimensions(path: impl AsRef<Path>) -> Result<(u32, u32)> {
     let path = path.as_ref();
-    let reader =
-        ImageReader::open(path).map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
+    let io_err = |error| VisionError::Io { path: path.to_path_buf(), error };
+    let mut head = [0u8; 4];
+    let got = {
+        use std::io::Read;
+        let mut file = std::fs::File::open(path).map_err(io_err)?;
+        let mut got = 0;
+        while got < head.len() {
+            match file.read(&mut head[got..]).map_err(io_err)? {
+                0 => break,
+                n => got += n,
+            }
+        }
+        got
+    };
+    if own_header(&head[..got]) {
+        // A TIFF's first IFD can sit anywhere in the file: read it whole.
+        let bytes = std::fs::read(path).map_err(io_err)?;
+        return image_dimensions_of_bytes(&bytes, path);
+    }
+    let reader = ImageReader::open(path).map_err(io_err)?;
     dimensions_of(reader, path)
 }
 
@@ -148,7 +190,20 @@ pub fn image_dimensions(path: impl AsRef<Path>) -> Result<(u32, u32)> {
 /// # Errors
 /// As [`decode_bytes`], except for the pixel limit.
 pub fn image_dimensions_of_bytes(bytes: &[u8], path: impl AsRef<Path>) -> Result<(u32, u32)> {
-    dimensions_of(ImageReader::new(std::io::Cursor::new(bytes)), path.as_ref())
+    let path = path.as_ref();
+    let decode_err = |message: String| VisionError::Decode { path: path.to_path_buf(), message };
+    if crate::tiff::is_tiff(bytes) {
+        return crate::tiff::dimensions(bytes).map_err(decode_err);
+    }
+    if bytes.starts_with(b"BM") {
+        return crate::bmp::dimensions(bytes).map_err(decode_err);
+    }
+    dimensions_of(ImageReader::new(std::io::Cursor::new(bytes)), path)
+}
+
+/// Whether this crate reads the header itself (TIFF and BMP) rather than the image crate.
+fn own_header(head: &[u8]) -> bool {
+    crate::tiff::is_tiff(head) || head.starts_with(b"BM")
 }
 
 fn dimensions_of<R: std::io::BufRead + std::io::Seek>(
@@ -166,6 +221,21 @@ fn dimensions_of<R: std::io::BufRead + std::io::Seek>(
 
 fn decode_unguarded(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Result<Image> {
     let decode_err = |message: String| VisionError::Decode { path: path.to_path_buf(), message };
+    // TIFF, BMP and GIF go to this crate's readers of Pillow's rules (the image crate's differ
+    // from PIL's bytes on several of their variants; it does not know BigTIFF).
+    if crate::tiff::is_tiff(bytes) {
+        let (width, height) = crate::tiff::dimensions(bytes).map_err(decode_err)?;
+        check_pixel_limit(options, path, width, height)?;
+        return crate::tiff::decode(bytes).map_err(|e| e.into_error(path));
+    }
+    if bytes.starts_with(b"BM") {
+        let (width, height) = crate::bmp::dimensions(bytes).map_err(decode_err)?;
+        check_pixel_limit(options, path, width, height)?;
+        return crate::bmp::decode(bytes).map_err(decode_err);
+    }
+    if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        return crate::gif::decode(bytes, path, options);
+    }
     let reader =
         ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| decode_err(e.to_string()))?;
     let format = match reader.format() {
@@ -183,18 +253,23 @@ fn decode_unguarded(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Resul
             return jpeg.decode_whole();
         }
     }
-    let mut decoder = reader.into_decoder().map_err(|e| decode_err(e.to_string()))?;
+    let decoder = reader.into_decoder().map_err(|e| decode_err(e.to_string()))?;
     let (width, height) = decoder.dimensions();
     check_pixel_limit(options, path, width, height)?;
-    // A malformed EXIF block should not make an otherwise good image unreadable.
-    let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
-    let mut image = DynamicImage::from_decoder(decoder).map_err(|e| decode_err(e.to_string()))?;
-    image.apply_orientation(orientation);
-    Ok(Image::from_rgb_image(to_rgb8_like_pil(image, format, png_is_grayscale(bytes))))
+    let image = DynamicImage::from_decoder(decoder).map_err(|e| decode_err(e.to_string()))?;
+    let image = Image::from_rgb_image(to_rgb8_like_pil(image, format, png_is_grayscale(bytes)));
+    let orientation = match format {
+        _ if !options.exif_transpose => 1,
+        ImageFormat::Jpeg => crate::orientation::jpeg(bytes),
+        ImageFormat::Png => crate::orientation::png(bytes),
+        ImageFormat::WebP => crate::orientation::webp(bytes),
+        _ => 1,
+    };
+    Ok(crate::orientation::apply(image, orientation))
 }
 
 /// Refuses (or warns of) a `width x height` image as `options`' pixel limit says.
-fn check_pixel_limit(options: &DecodeOptions, path: &Path, width: u32, height: u32) -> Result<()> {
+pub(crate) fn check_pixel_limit(options: &DecodeOptions, path: &Path, width: u32, height: u32) -> Result<()> {
     match options.check_pixels(width, height) {
         PixelCheck::Fine => Ok(()),
         PixelCheck::Warn { pixels, limit } => {
@@ -214,7 +289,7 @@ fn check_pixel_limit(options: &DecodeOptions, path: &Path, width: u32, height: u
 /// Which JPEG decoder this build uses: `"libjpeg-turbo 2.1.5"` (the version compiled in) with
 /// the `libjpeg-turbo` feature, on by default, whose decode is byte-identical to PIL's;
 /// `"zune-jpeg"` (pure Rust, through the `image` crate, which differs from PIL's by a few units
-/// on some bytes) without it. CMYK and YCCK JPEGs always go through zune-jpeg.
+/// on some bytes) without it.
 pub fn jpeg_decoder() -> &'static str {
     #[cfg(feature = "libjpeg-turbo")]
     {
@@ -235,13 +310,14 @@ pub(crate) struct JpegFile<'a> {
     path: &'a Path,
     /// What the header declares.
     pub header: crate::libjpeg::JpegHeader,
-    orientation: image::metadata::Orientation,
+    /// The EXIF orientation to apply (1 when `exif_transpose` is off).
+    orientation: crate::orientation::Orientation,
 }
 
 #[cfg(feature = "libjpeg-turbo")]
 impl<'a> JpegFile<'a> {
     /// `Ok(None)` when `bytes` is not a JPEG or is one libjpeg-turbo leaves to zune-jpeg
-    /// (CMYK, YCCK).
+    /// (a colour space other than grayscale, RGB, YCbCr, CMYK and YCCK).
     ///
     /// # Errors
     /// [`VisionError::Decode`] for a truncated file or an unreadable header,
@@ -259,25 +335,21 @@ impl<'a> JpegFile<'a> {
             return Ok(None);
         }
         check_pixel_limit(options, path, header.width, header.height)?;
-        Ok(Some(JpegFile { bytes, path, header, orientation: exif_orientation(bytes) }))
+        let orientation = if options.exif_transpose { crate::orientation::jpeg(bytes) } else { 1 };
+        Ok(Some(JpegFile { bytes, path, header, orientation }))
     }
 
     /// Whether the EXIF orientation leaves the pixels as stored (so a rectangle of the stored
     /// image is a rectangle of the decoded one).
     pub fn upright(&self) -> bool {
-        self.orientation == image::metadata::Orientation::NoTransforms
+        !(2..=8).contains(&self.orientation)
     }
 
-    /// The whole image, turned upright as its EXIF orientation says.
+    /// The whole image, turned upright as its EXIF orientation says (when the options asked).
     pub fn decode_whole(&self) -> Result<Image> {
         let (width, height) = (self.header.width, self.header.height);
         let image = self.decode_stored((0, 0, width, height))?;
-        if self.upright() {
-            return Ok(image);
-        }
-        let mut dynamic = DynamicImage::ImageRgb8(image.to_rgb_image());
-        dynamic.apply_orientation(self.orientation);
-        Ok(Image::from_rgb_image(dynamic.into_rgb8()))
+        Ok(crate::orientation::apply(image, self.orientation))
     }
 
     /// The rectangle `(x, y, width, height)` of the image as stored (before any EXIF
@@ -294,17 +366,6 @@ impl<'a> JpegFile<'a> {
             false => Err(decode_err("libjpeg-turbo refused the colour space its header read".into())),
         }
     }
-}
-
-/// The EXIF orientation of a JPEG: its first `APP1` `Exif` segment's tag 0x0112 (none when
-/// absent or malformed, as the image crate reads it).
-#[cfg(feature = "libjpeg-turbo")]
-fn exif_orientation(bytes: &[u8]) -> image::metadata::Orientation {
-    use image::metadata::Orientation;
-    JpegSegments::new(bytes)
-        .find(|(marker, payload)| *marker == 0xE1 && payload.starts_with(b"Exif\0\0"))
-        .and_then(|(_, payload)| Orientation::from_exif_chunk(&payload[6..]))
-        .unwrap_or(Orientation::NoTransforms)
 }
 
 /// Prints `message` to stderr the first time only, as Python's default warning filter shows a
@@ -377,13 +438,13 @@ fn jpeg_has_scan(bytes: &[u8]) -> bool {
 /// `FF xx` followed by its 2-byte big-endian length) up to and including the first
 /// start-of-scan (yielded with an empty payload). The walk ends early at anything it does not
 /// understand: no start-of-image marker, an end-of-image marker, a length running past the end.
-struct JpegSegments<'a> {
+pub(crate) struct JpegSegments<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> JpegSegments<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         let at = if bytes.starts_with(&[0xFF, 0xD8]) { 2 } else { bytes.len() };
         JpegSegments { bytes, at }
     }

@@ -51,6 +51,16 @@ pub enum VisionError {
         /// The decoder's message.
         message: String,
     },
+    /// An image file in a variant that PIL reads but this crate does not decode (a TIFF with
+    /// LZMA compression or CIELab colour, ...): refused by `ImageFolder`'s scan, before
+    /// training starts, and when decoding.
+    #[error("{}: {feature} is not supported (PIL reads it; convert the file to PNG)", path.display())]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// What it uses, e.g. "TIFF with LZMA compression".
+        feature: String,
+    },
     /// An image whose header declares more pixels than the limit (a decompression bomb, or a
     /// genuinely huge image): refused before decoding, as Pillow refuses it.
     #[error(

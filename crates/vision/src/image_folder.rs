@@ -24,7 +24,10 @@ use torchlight_data::{Array, DataError, Dataset};
 ///
 /// Departures, all deliberate: names starting with `.` (`.DS_Store`, `._x.jpg` AppleDouble
 /// files, `.ipynb_checkpoints/`) are ignored, as class folders and as files; decoding applies
-/// the EXIF orientation (see [`decode_file`](crate::decode_file)); and directory symlinks are
+/// the EXIF orientation by default ([`with_exif_transpose`](ImageFolder::with_exif_transpose)
+/// `(false)` gives torchvision's bytes; see [`decode_file`](crate::decode_file)); a TIFF in a
+/// variant PIL reads and this crate does not (LZMA, CIELab, ...) is refused by the scan,
+/// naming file and feature; and directory symlinks are
 /// followed only where they cannot loop or mislabel: a link back to its own folder or an
 /// ancestor (a cycle, which torchvision's `os.walk(followlinks=True)` goes round until the
 /// path is too long) or into another class of the dataset (or another split, for
@@ -69,7 +72,8 @@ impl ImageFolder {
     /// # Errors
     /// [`VisionError::MissingRoot`] if `root` is not a folder, [`VisionError::NoClasses`] if it
     /// has no class folders, [`VisionError::EmptyClass`] naming the first class folder without
-    /// images, [`VisionError::Io`] for an unreadable folder.
+    /// images, [`VisionError::Io`] for an unreadable folder, [`VisionError::Unsupported`] for a
+    /// TIFF in a variant PIL reads and this crate does not (naming the file and the feature).
     pub fn new(root: impl AsRef<Path>) -> Result<Self> {
         Self::with_extensions(root, IMG_EXTENSIONS)
     }
@@ -127,6 +131,14 @@ impl ImageFolder {
     /// `None` lifts the limit). A refused file fails its sample like a corrupt one.
     pub fn with_max_pixels(mut self, max_pixels: Option<u64>) -> Self {
         self.decode = self.decode.with_max_pixels(max_pixels);
+        self
+    }
+
+    /// The same dataset decoding with the EXIF orientation applied (`true`, the default) or
+    /// ignored as torchvision's loader ignores it (`false`, bit-identical to
+    /// `Image.open(f).convert("RGB")`); see [`DecodeOptions::exif_transpose`].
+    pub fn with_exif_transpose(mut self, exif_transpose: bool) -> Self {
+        self.decode = self.decode.with_exif_transpose(exif_transpose);
         self
     }
 
@@ -250,6 +262,16 @@ impl SplitFolders {
         self.train.classes()
     }
 
+    /// Every split applying the EXIF orientation or not (see
+    /// [`ImageFolder::with_exif_transpose`]).
+    pub fn with_exif_transpose(self, exif_transpose: bool) -> Self {
+        SplitFolders {
+            train: self.train.with_exif_transpose(exif_transpose),
+            val: self.val.map(|f| f.with_exif_transpose(exif_transpose)),
+            test: self.test.map(|f| f.with_exif_transpose(exif_transpose)),
+        }
+    }
+
     /// Every split with the pixel limit `max_pixels` (see [`ImageFolder::with_max_pixels`]).
     pub fn with_max_pixels(self, max_pixels: Option<u64>) -> Self {
         SplitFolders {
@@ -290,6 +312,22 @@ fn find_classes(root: &Path) -> Result<Vec<String>> {
     // Rust orders `String`s by UTF-8 bytes, which is Python's code-point order.
     classes.sort();
     Ok(classes)
+}
+
+/// Refuses, at the scan, an image file in a variant PIL reads but this crate does not decode,
+/// so the dataset fails before epoch 1 rather than at a sample: TIFFs (named `.tif`/`.tiff`)
+/// are read and checked (see [`VisionError::Unsupported`]); other formats decode everything
+/// PIL does.
+fn refuse_unsupported(path: &Path) -> Result<()> {
+    let lower = path.extension().map(|e| e.to_string_lossy().to_lowercase());
+    if !matches!(lower.as_deref(), Some("tif" | "tiff")) {
+        return Ok(());
+    }
+    let bytes = std::fs::read(path).map_err(|error| VisionError::Io { path: path.to_path_buf(), error })?;
+    match crate::tiff::unsupported_feature(&bytes) {
+        Some(feature) => Err(VisionError::Unsupported { path: path.to_path_buf(), feature }),
+        None => Ok(()),
+    }
 }
 
 fn has_extension(name: &std::ffi::OsStr, extensions: &[String]) -> bool {
@@ -345,6 +383,7 @@ fn make_dataset(
                     }
                     queue.push(Reverse(path));
                 } else if has_extension(&name, &extensions) {
+                    refuse_unsupported(&path)?;
                     files.push(path);
                 }
             }

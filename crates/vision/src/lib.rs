@@ -23,6 +23,7 @@
 //! # Ok::<(), torchlight_vision::VisionError>(())
 //! ```
 
+mod bmp;
 mod center_crop;
 mod color_jitter;
 mod compose;
@@ -31,6 +32,7 @@ mod decode;
 mod error;
 mod eval_preprocessing;
 mod flip;
+mod gif;
 mod grayscale;
 mod image;
 mod image_folder;
@@ -38,10 +40,12 @@ mod image_folder;
 mod libjpeg;
 mod mean_std;
 mod normalize;
+mod orientation;
 mod random_crop;
 mod random_resized_crop;
 mod resample;
 mod resize;
+mod tiff;
 mod to_tensor;
 mod transform;
 

@@ -55,6 +55,14 @@ impl ShimInfo {
 extern "C" {
     fn tl_jpeg_version() -> *const c_char;
     fn tl_jpeg_header(data: *const u8, len: usize, info: *mut ShimInfo) -> c_int;
+    fn tl_jpeg_decode_tiff(
+        data: *const u8,
+        len: usize,
+        ycbcr: c_int,
+        out: *mut u8,
+        out_len: usize,
+        info: *mut ShimInfo,
+    ) -> c_int;
     #[allow(clippy::too_many_arguments)]
     fn tl_jpeg_decode(
         data: *const u8,
@@ -79,7 +87,9 @@ pub(crate) enum JpegColorSpace {
     Rgb,
     /// Three components in YCbCr, nearly every photo.
     YCbCr,
-    /// Four components (CMYK, YCCK) or anything else: left to the other decoder.
+    /// Four components, CMYK or YCCK (converted to RGB as Pillow converts them).
+    Cmyk,
+    /// Anything else: left to the other decoder.
     Other,
 }
 
@@ -89,6 +99,7 @@ impl JpegColorSpace {
             1 => JpegColorSpace::Grayscale,
             2 => JpegColorSpace::Rgb,
             3 => JpegColorSpace::YCbCr,
+            4 | 5 => JpegColorSpace::Cmyk,
             _ => JpegColorSpace::Other,
         }
     }
@@ -106,8 +117,8 @@ pub(crate) struct JpegHeader {
 }
 
 impl JpegHeader {
-    /// Whether this decoder turns the file into PIL's `convert("RGB")` bytes (grayscale, RGB and
-    /// YCbCr files; CMYK and YCCK go to the other decoder).
+    /// Whether this decoder turns the file into PIL's `convert("RGB")` bytes (grayscale, RGB,
+    /// YCbCr, CMYK and YCCK files).
     pub fn supported(&self) -> bool {
         self.color_space != JpegColorSpace::Other
     }
@@ -171,6 +182,45 @@ pub(crate) fn decode_region_into(
             if info.warnings == 1 { "" } else { "s" },
             ShimInfo::text(&info.warning_text)
         )),
+        _ => Err(ShimInfo::text(&info.error)),
+    }
+}
+
+/// Decodes a TIFF's JPEG strip or tile (its `JPEGTables` already spliced in) as libtiff's
+/// JPEG codec does for Pillow: `ycbcr` converts YCbCr to RGB (a YCbCr TIFF), else the
+/// components come out as stored, without colour conversion. Returns the width, height and
+/// components per pixel with the packed samples.
+///
+/// # Errors
+/// libjpeg's message for a corrupt stream; a message for components stored at a lower
+/// resolution without `ycbcr` (libtiff hands those back unexpanded, which Pillow cannot use).
+pub(crate) fn decode_tiff_chunk(bytes: &[u8], ycbcr: bool) -> Result<(usize, usize, usize, Vec<u8>), String> {
+    let mut info = ShimInfo::new();
+    // SAFETY: as in `read_header`.
+    if unsafe { tl_jpeg_header(bytes.as_ptr(), bytes.len(), &mut info) } != 0 {
+        return Err(ShimInfo::text(&info.error));
+    }
+    let (w, h) = (info.width as usize, info.height as usize);
+    let components = if ycbcr { 3 } else { info.components.max(0) as usize };
+    let mut out = vec![0u8; w * h * components];
+    // SAFETY: `bytes` is valid for its length, `out` for `out.len()` bytes (the shim checks the
+    // decoded size against it before writing), `info` is a live `tl_jpeg_info`.
+    let rc = unsafe {
+        tl_jpeg_decode_tiff(
+            bytes.as_ptr(),
+            bytes.len(),
+            c_int::from(ycbcr),
+            out.as_mut_ptr(),
+            out.len(),
+            &mut info,
+        )
+    };
+    match rc {
+        0 => Ok((w, h, info.components as usize, out)),
+        -2 => Err(
+            "JPEG components stored at a lower resolution (chroma subsampling) in a TIFF that is not YCbCr"
+                .into(),
+        ),
         _ => Err(ShimInfo::text(&info.error)),
     }
 }

@@ -14,6 +14,7 @@ mod parity;
 mod preset;
 mod random;
 mod simd;
+mod variants;
 
 use std::path::PathBuf;
 
