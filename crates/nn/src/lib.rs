@@ -117,9 +117,9 @@ pub use mobilenetv3::{
     mobilenet_v3_small_on, InvertedResidualConfig, InvertedResidualV3, MobileNetV3, MobileNetV3Arch,
 };
 pub use module::{
-    count_parameters, freeze, freeze_all_but, named_buffers, named_parameters, named_tensors, state_dict,
-    summary_table, to_device, unfreeze, visit_modules, visit_modules_mut, Module, OwnTensor, ParamCount,
-    Role,
+    count_parameters, freeze, freeze_all_but, named_buffers, named_parameters, named_parameters_with_kind,
+    named_tensors, state_dict, summary_table, to_device, unfreeze, visit_modules, visit_modules_mut, Module,
+    OwnTensor, ParamCount, Role,
 };
 pub use module_dict::ModuleDict;
 pub use module_list::ModuleList;

@@ -186,6 +186,23 @@ pub fn named_parameters(module: &dyn Module) -> Vec<(String, Tensor)> {
         .collect()
 }
 
+/// [`named_parameters`] with the [`Module::kind`] of the module that owns each parameter
+/// (`"BatchNorm2d"` for `bn1.weight`, `"Linear"` for `fc.bias`, `"VisionTransformer"` for a
+/// ViT's `class_token`), in the same state_dict order: what rules about the owning layer
+/// need, such as torchvision's `norm_weight_decay` (`torchlight_optim::ParamGroupBuilder`
+/// takes these triples).
+pub fn named_parameters_with_kind(module: &dyn Module) -> Vec<(String, Tensor, &'static str)> {
+    let mut out = Vec::new();
+    visit_modules(module, &mut |path, m| {
+        for t in m.own_tensors() {
+            if t.role == Role::Parameter {
+                out.push((join(path, &t.name), t.tensor.shallow_clone(), m.kind()));
+            }
+        }
+    });
+    out
+}
+
 /// `model.named_buffers()`.
 pub fn named_buffers(module: &dyn Module) -> Vec<(String, Tensor)> {
     named_tensors(module).into_iter().filter(|(_, _, r)| *r == Role::Buffer).map(|(n, t, _)| (n, t)).collect()

@@ -29,6 +29,17 @@ pub enum OptimError {
         /// The group it appeared in again.
         second: usize,
     },
+    /// A parameter-group rule that cannot apply (`ParamGroupBuilder`): an empty or repeated
+    /// custom key or lr prefix.
+    #[error("param group rule: {rule} `{value}` {reason}")]
+    GroupRule {
+        /// The kind of rule (`custom key`, `lr prefix`).
+        rule: &'static str,
+        /// The key or prefix given.
+        value: String,
+        /// What is wrong, in words.
+        reason: &'static str,
+    },
     /// A per-group list (lrs, momenta, scheduler values) whose length is not the number of groups.
     #[error("{what} has {found} entries but the optimizer has {expected} param groups")]
     GroupCount {
@@ -148,6 +159,10 @@ pub enum OptimError {
 impl OptimError {
     pub(crate) fn torch(op: &'static str) -> impl FnOnce(tch::TchError) -> Self {
         move |error| OptimError::Torch { op, error }
+    }
+
+    pub(crate) fn rule(rule: &'static str, value: &str, reason: &'static str) -> Self {
+        OptimError::GroupRule { rule, value: value.to_string(), reason }
     }
 
     pub(crate) fn invalid(

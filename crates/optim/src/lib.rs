@@ -10,6 +10,10 @@
 //! - Lr schedulers ([`LrScheduler`]): [`StepLR`], [`MultiStepLR`], [`ExponentialLR`],
 //!   [`CosineAnnealingLR`], [`OneCycleLR`], [`LinearLR`] (warmup), [`SequentialLR`], and
 //!   [`ReduceLROnPlateau`].
+//! - Parameter groups by rule: [`ParamGroupBuilder`] (torchvision's reference
+//!   `set_weight_decay`: norm, bias and custom-key weight decay; timm's no-decay rule and
+//!   layer-wise lr decay; an lr by name prefix for a head), whose [`ParamGroups`] become any
+//!   optimizer's [`ParamGroup`]s.
 //! - Gradients: [`clip_grad_norm`], [`clip_grad_value`], [`GradAccumulation`].
 //! - Mixed precision: [`GradScaler`], with fused unscaling and no host sync with fused optimizers.
 //!
@@ -21,11 +25,13 @@
 //! // Named parameters as the nn crate gives them.
 //! let w = Tensor::randn([4, 3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
 //! let b = Tensor::zeros([4], (Kind::Float, Device::Cpu)).set_requires_grad(true);
-//! let (decay, no_decay) = split_weight_decay(vec![("fc.weight".into(), w.shallow_clone()), ("fc.bias".into(), b)]);
-//! let mut opt = AdamW::new(vec![
-//!     ParamGroup::new(decay, AdamConfig::adamw().with_lr(1e-3)),
-//!     ParamGroup::new(no_decay, AdamConfig::adamw().with_lr(1e-3).with_weight_decay(0.0)),
-//! ])?;
+//! // Weight decay on the matrix, none on the bias: two groups.
+//! let groups = ParamGroupBuilder::new(1e-3)
+//!     .with_weight_decay(0.01)
+//!     .with_no_weight_decay_1d()
+//!     .build(vec![("fc.weight".to_string(), w.shallow_clone()), ("fc.bias".to_string(), b)])?;
+//! let mut opt =
+//!     AdamW::new(groups.into_param_groups(|lr, wd| AdamConfig::adamw().with_lr(lr).with_weight_decay(wd)))?;
 //! let warmup = LinearLR::new(&mut opt, LinearLRConfig::warmup(0.1, 2))?;
 //! let cosine = CosineAnnealingLR::new(&mut opt, 8, 0.0)?;
 //! let mut sched = SequentialLR::new(&mut opt, vec![Box::new(warmup), Box::new(cosine)], vec![2])?;
@@ -59,7 +65,9 @@ mod core;
 mod cosine_annealing_lr;
 mod error;
 mod exponential_lr;
+mod fnmatch;
 mod grad_scaler;
+mod group_builder;
 mod linear_lr;
 mod multi_step_lr;
 mod one_cycle_lr;
@@ -80,11 +88,15 @@ pub use cosine_annealing_lr::CosineAnnealingLR;
 pub use error::{OptimError, Result};
 pub use exponential_lr::ExponentialLR;
 pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
+pub use group_builder::{
+    is_norm_kind, split_weight_decay, DecayClass, GroupSpec, LayerIds, NamedParam, ParamGroupBuilder,
+    ParamGroups,
+};
 pub use linear_lr::{LinearLR, LinearLRConfig};
 pub use multi_step_lr::MultiStepLR;
 pub use one_cycle_lr::{AnnealStrategy, OneCycleLR, OneCycleLRConfig};
 pub use optimizer::{GroupConfig, GroupState, Optimizer, OptimizerMeta, OptimizerState};
-pub use param_group::{split_weight_decay, NamedTensors, ParamGroup};
+pub use param_group::{NamedTensors, ParamGroup};
 pub use reduce_lr_on_plateau::{
     PlateauMode, ReduceLROnPlateau, ReduceLROnPlateauConfig, ReduceLROnPlateauState, ThresholdMode,
 };

@@ -27,21 +27,3 @@ impl<C> ParamGroup<C> {
         ParamGroup { params, config }
     }
 }
-
-/// Splits parameters into those that should get weight decay (weights of dimension >= 2:
-/// convolutions, linear layers) and those that should not (biases and normalisation
-/// weights, i.e. dimension <= 1), the usual recipe for AdamW. Order is kept within each part.
-///
-/// ```
-/// use tch::{Kind, Device, Tensor};
-/// let params = vec![
-///     ("fc.weight".to_string(), Tensor::zeros([10, 4], (Kind::Float, Device::Cpu))),
-///     ("fc.bias".to_string(), Tensor::zeros([10], (Kind::Float, Device::Cpu))),
-/// ];
-/// let (decay, no_decay) = torchlight_optim::split_weight_decay(params);
-/// assert_eq!(decay[0].0, "fc.weight");
-/// assert_eq!(no_decay[0].0, "fc.bias");
-/// ```
-pub fn split_weight_decay(params: NamedTensors) -> (NamedTensors, NamedTensors) {
-    params.into_iter().partition(|(_, t)| t.dim() >= 2)
-}

@@ -54,6 +54,26 @@ fn modules_are_visited_in_torchvision_order_and_can_be_downcast() {
 }
 
 #[test]
+fn parameters_come_with_the_kind_of_their_owning_module() {
+    let model = resnet18_on(10, LayerOptions::default().skip_init());
+    let with_kind = named_parameters_with_kind(&model);
+    let names: Vec<&str> = with_kind.iter().map(|(n, _, _)| n.as_str()).collect();
+    let plain: Vec<String> = named_parameters(&model).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, plain, "same parameters in the same order");
+    let kind = |name: &str| with_kind.iter().find(|(n, _, _)| n == name).map(|(_, _, k)| *k);
+    assert_eq!(kind("conv1.weight"), Some("Conv2d"));
+    assert_eq!(kind("bn1.bias"), Some("BatchNorm2d"));
+    assert_eq!(kind("layer2.0.downsample.1.weight"), Some("BatchNorm2d"));
+    assert_eq!(kind("fc.weight"), Some("Linear"));
+    // A parameter of the model itself, and the tensors are the model's (shared storage).
+    let vit = vit_b_16_on(10, 224, LayerOptions::default().skip_init());
+    let vit_params = named_parameters_with_kind(&vit);
+    assert_eq!((vit_params[0].0.as_str(), vit_params[0].2), ("class_token", "VisionTransformer"));
+    assert!(vit_params.iter().any(|(n, _, k)| n == "encoder.ln.weight" && *k == "LayerNorm"));
+    assert_eq!(vit_params[0].1.data_ptr(), vit.class_token.data_ptr());
+}
+
+#[test]
 fn kaiming_and_xavier_draw_with_pytorchs_spread() {
     let _rng = crate::torch_rng_lock();
     // Statistical check of the formulas in torch.nn.init over 2^20 draws: std within 1%.

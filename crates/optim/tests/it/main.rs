@@ -9,6 +9,7 @@ mod grad_scaler;
 mod gradients;
 mod optimizers;
 mod outside;
+mod param_groups;
 mod schedulers;
 
 use std::sync::{Mutex, MutexGuard};
