@@ -11,10 +11,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use torchlight::prelude::*;
-use torchlight::recipes::image::{eval_transform, train_transform};
+use torchlight::recipes::image::train_transform;
 use torchlight::recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
 use torchlight::train::BackboneFinetuning;
-use torchlight::vision::SplitFolders;
+use torchlight::vision::{EvalPreprocessing, SplitFolders};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -57,7 +57,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         torchlight::data::Subset::new(Arc::new(f), (0..n).collect())
     };
     let train = subset(folders.train.with_transform(train_transform(size, 0.5)))?;
-    let val = subset(folders.val.ok_or("the image folder needs val/")?.with_transform(eval_transform(size)))?;
+    let val = subset(
+        folders
+            .val
+            .ok_or("the image folder needs val/")?
+            .with_transform(EvalPreprocessing::classification(size).transform()),
+    )?;
     let mut train = DataLoader::builder(train).batch_size(16).shuffle(true).num_workers(2).seed(0).build()?;
     let mut val = DataLoader::builder(val).batch_size(16).build()?;
 

@@ -6,7 +6,7 @@ use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::Subset;
-use torchlight_recipes::image::{eval_transform, evaluate, loader};
+use torchlight_recipes::image::{eval_preprocessing, evaluate, loader};
 use torchlight_tensor::DeviceSpec;
 use torchlight_train::{plot_confusion_matrix, Progress};
 use torchlight_vision::ImageFolder;
@@ -39,7 +39,8 @@ pub fn run(args: Args) -> Result<()> {
     let dir = data_folder(&args.data)?;
     let folder = ImageFolder::new(&dir)?
         .with_max_pixels(config.data.pixel_limit())
-        .with_transform(eval_transform(config.data.image_size as usize));
+        .with_exif_transpose(config.data.exif_transpose)
+        .with_transform(eval_preprocessing(config).transform());
     if folder.classes() != classes.as_slice() {
         bail!(
             "{}: classes [{}] do not match the checkpoint's [{}]",

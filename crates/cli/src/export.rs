@@ -5,9 +5,8 @@ use crate::outln;
 use anyhow::Result;
 use std::path::PathBuf;
 use tch::{Device, Kind, Tensor};
-use torchlight_export::{export_onnx, export_torchscript, OnnxOptions, Preprocessing};
-use torchlight_recipes::image::eval_resize;
-use torchlight_vision::{IMAGENET_MEAN, IMAGENET_STD};
+use torchlight_export::{export_onnx, export_torchscript, OnnxOptions};
+use torchlight_recipes::image::eval_preprocessing;
 
 /// The formats `torchlight export` writes.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -37,20 +36,13 @@ pub struct Args {
     fold_batch_norm: bool,
 }
 
-/// The evaluation preprocessing of a model trained at `image_size`: what `eval_transform`
-/// (torchlight-train) applies, `Resize(eval_resize(image_size))`, `CenterCrop(image_size)`,
-/// ImageNet's mean and std.
-fn preprocessing(image_size: u32) -> Preprocessing {
-    let resize = eval_resize(image_size as usize) as u32;
-    Preprocessing { resize, crop: image_size, mean: IMAGENET_MEAN, std: IMAGENET_STD }
-}
-
 pub fn run(args: Args) -> Result<()> {
     let loaded = load(&args.checkpoint, Device::Cpu)?;
     let data = &loaded.card.config.data;
     let size = data.image_size;
     let classes = &loaded.card.classes;
-    let recipe = preprocessing(size);
+    // What evaluation applied: the same description the recipe builds its transform from.
+    let recipe = eval_preprocessing(&loaded.card.config);
     let side = i64::from(size);
     match args.format {
         Format::Onnx => {
@@ -67,6 +59,7 @@ pub fn run(args: Args) -> Result<()> {
                 "classes": classes,
                 "image_size": size,
                 "max_image_pixels": data.max_image_pixels,
+                "exif_transpose": data.exif_transpose,
                 "input": "[N, 3, S, S] float32, RGB in [0, 1] normalised with mean/std",
             });
             for (key, value) in recipe.metadata() {

@@ -7,9 +7,11 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 use torchlight_export::load_torchscript;
-use torchlight_recipes::image::eval_transform;
+use torchlight_recipes::image::eval_preprocessing;
 use torchlight_tensor::{no_grad, seed::rng_from_seed, DeviceSpec};
-use torchlight_vision::{decode_file_with, DecodeOptions, Sample, Transform, DEFAULT_MAX_IMAGE_PIXELS};
+use torchlight_vision::{
+    decode_file_with, DecodeOptions, EvalPreprocessing, Sample, Transform, DEFAULT_MAX_IMAGE_PIXELS,
+};
 
 /// Options of `torchlight predict`.
 #[derive(clap::Args)]
@@ -46,6 +48,10 @@ pub struct Sidecar {
     /// The pixel limit of the run it was exported from (absent in older sidecars).
     #[serde(default)]
     pub max_image_pixels: Option<u64>,
+    /// Whether the run turned images by their EXIF orientation (absent in older sidecars:
+    /// they did).
+    #[serde(default)]
+    pub exif_transpose: Option<bool>,
 }
 
 enum Runner {
@@ -59,7 +65,7 @@ type Outcome = std::result::Result<Vec<(String, f64)>, String>;
 pub fn run(args: Args) -> Result<()> {
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
     // A file is an exported TorchScript module; a folder is a checkpoint or run folder.
-    let (runner, classes, size, run_limit) = if args.checkpoint.is_file() {
+    let (runner, classes, preprocessing, run_limit, exif) = if args.checkpoint.is_file() {
         let mut module = load_torchscript(&args.checkpoint)?;
         let sidecar_path = args.checkpoint.with_extension("json");
         let text = std::fs::read_to_string(&sidecar_path).with_context(|| {
@@ -68,20 +74,24 @@ pub fn run(args: Args) -> Result<()> {
         let sidecar: Sidecar =
             serde_json::from_str(&text).with_context(|| format!("{}", sidecar_path.display()))?;
         module.to(device, Kind::Float, false);
-        (Runner::Script(module), sidecar.classes, sidecar.image_size, sidecar.max_image_pixels)
+        let preprocessing = EvalPreprocessing::classification(sidecar.image_size);
+        let exif = sidecar.exif_transpose.unwrap_or(true);
+        (Runner::Script(module), sidecar.classes, preprocessing, sidecar.max_image_pixels, exif)
     } else {
         let loaded = load(&args.checkpoint, device)?;
-        let data = &loaded.card.config.data;
-        let (classes, size, limit) =
-            (loaded.card.classes.clone(), data.image_size as usize, data.max_image_pixels);
-        (Runner::Native(Box::new(loaded)), classes, size, Some(limit))
+        let config = &loaded.card.config;
+        let (classes, preprocessing, limit) =
+            (loaded.card.classes.clone(), eval_preprocessing(config), config.data.max_image_pixels);
+        let exif = config.data.exif_transpose;
+        (Runner::Native(Box::new(loaded)), classes, preprocessing, Some(limit), exif)
     };
     if classes.is_empty() {
         bail!("{}: the model has no class names", args.checkpoint.display());
     }
     let limit = args.max_image_pixels.or(run_limit).unwrap_or(DEFAULT_MAX_IMAGE_PIXELS);
-    let decode = DecodeOptions::default().with_max_pixels((limit > 0).then_some(limit));
-    let transform = eval_transform(size);
+    let decode =
+        DecodeOptions::default().with_max_pixels((limit > 0).then_some(limit)).with_exif_transpose(exif);
+    let transform = preprocessing.transform();
     let k = args.top_k.clamp(1, classes.len()) as i64;
     let classify = |path: &Path| -> Result<Vec<(String, f64)>> {
         let x = preprocess(&transform, path, &decode)?.to_device(device);

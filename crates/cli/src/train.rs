@@ -124,7 +124,9 @@ pub fn run(mut args: Args) -> Result<()> {
     match result {
         Ok(summary) if main => report(&summary),
         Ok(_) => Ok(()),
-        Err(e) if !main && matches!(e.as_train(), Some(TrainError::Interrupted { .. })) => std::process::exit(130),
+        Err(e) if !main && matches!(e.as_train(), Some(TrainError::Interrupted { .. })) => {
+            std::process::exit(130)
+        }
         Err(RecipeError::Train(e)) if matches!(*e, TrainError::Interrupted { .. }) => {
             let TrainError::Interrupted { signal, epoch, step, checkpoint } = *e else { unreachable!() };
             eprintln!("interrupted by {signal} in epoch {epoch} after step {step}");

@@ -6,13 +6,12 @@
 //!   batch axis, weights as initializers and `metadata_props` for preprocessing; a layer of
 //!   your own exports through its [`OnnxExport`] rule.
 //! - [`EvalPreprocessing`] (torchlight-vision's, re-exported): the evaluation recipe both
-//!   carry, so a deployer need not guess it ([`Preprocessing`] is its older form).
+//!   carry, so a deployer need not guess it.
 
 mod error;
 mod io;
 mod onnx;
 pub mod onnx_proto;
-mod preprocessing;
 mod torchscript;
 
 pub use error::{ExportError, Result};
@@ -20,6 +19,5 @@ pub use onnx::{
     export_onnx, onnx_attr, onnx_model, register_onnx_rule, OnnxExport, OnnxGraph, OnnxOptions, OnnxValue,
     OPSET,
 };
-pub use preprocessing::Preprocessing;
 pub use torchlight_vision::{EvalPreprocessing, InterpolationMode};
 pub use torchscript::{export_torchscript, load_torchscript};

@@ -73,10 +73,9 @@ impl OnnxOptions {
     }
     /// Records the evaluation preprocessing (resize side, interpolation, crop, value range,
     /// channel order, layout, mean and std, and the torchvision recipe), so a deployer need
-    /// not guess any of it; see [`EvalPreprocessing::metadata`] for the keys. Takes an
-    /// [`EvalPreprocessing`] or the older [`Preprocessing`](crate::Preprocessing).
-    pub fn with_preprocessing<P: Clone + Into<EvalPreprocessing>>(mut self, preprocessing: &P) -> Self {
-        self.metadata.extend(preprocessing.clone().into().metadata());
+    /// not guess any of it; see [`EvalPreprocessing::metadata`] for the keys.
+    pub fn with_preprocessing(mut self, preprocessing: &EvalPreprocessing) -> Self {
+        self.metadata.extend(preprocessing.metadata());
         self
     }
     /// Any other `metadata_props` entry.

@@ -552,37 +552,6 @@ impl ParamGroupBuilder {
     }
 }
 
-/// Splits parameters into those that should get weight decay (dimension >= 2: convolutions,
-/// linear layers) and those that should not (biases and normalisation weights, dimension
-/// <= 1), keeping the order within each part. This is the weight-decay half of
-/// [`ParamGroupBuilder`] with only [`with_no_weight_decay_1d`](ParamGroupBuilder::with_no_weight_decay_1d),
-/// for code that builds its groups by hand; prefer the builder, which also makes the groups.
-///
-/// ```
-/// use tch::{Kind, Device, Tensor};
-/// let params = vec![
-///     ("fc.weight".to_string(), Tensor::zeros([10, 4], (Kind::Float, Device::Cpu))),
-///     ("fc.bias".to_string(), Tensor::zeros([10], (Kind::Float, Device::Cpu))),
-/// ];
-/// let (decay, no_decay) = torchlight_optim::split_weight_decay(params);
-/// assert_eq!(decay[0].0, "fc.weight");
-/// assert_eq!(no_decay[0].0, "fc.bias");
-/// ```
-pub fn split_weight_decay(params: NamedTensors) -> (NamedTensors, NamedTensors) {
-    let groups = ParamGroupBuilder::new(0.0)
-        .with_no_weight_decay_1d()
-        .build(params)
-        .expect("the 1-D rule alone has no value that can be invalid");
-    let (mut decay, mut no_decay) = (Vec::new(), Vec::new());
-    for group in groups.into_groups() {
-        match group.decay {
-            DecayClass::NoDecay => no_decay = group.params,
-            _ => decay = group.params,
-        }
-    }
-    (decay, no_decay)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -929,19 +898,5 @@ mod tests {
             .contains("lr_scale = inf"));
         assert!(err(ParamGroupBuilder::new(0.1).with_layer_decay(0.0, LayerIds::VisionTransformer))
             .contains("layer_decay = 0"));
-    }
-
-    #[test]
-    fn split_weight_decay_is_the_one_d_rule() {
-        let pairs = |ps: Vec<NamedParam>| ps.into_iter().map(|p| (p.name, p.tensor)).collect::<Vec<_>>();
-        let (decay, no_decay) = split_weight_decay(pairs(resnet_like()));
-        let names = |v: &NamedTensors| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-        assert_eq!(names(&decay), ["conv1.weight", "layer1.0.conv1.weight", "fc.weight"]);
-        assert_eq!(
-            names(&no_decay),
-            ["bn1.weight", "bn1.bias", "layer1.0.bn1.weight", "layer1.0.bn1.bias", "fc.bias"]
-        );
-        let (decay, no_decay) = split_weight_decay(Vec::new());
-        assert!(decay.is_empty() && no_decay.is_empty());
     }
 }

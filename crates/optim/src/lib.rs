@@ -89,8 +89,7 @@ pub use error::{OptimError, Result};
 pub use exponential_lr::ExponentialLR;
 pub use grad_scaler::{GradScaler, GradScalerConfig, GradScalerState};
 pub use group_builder::{
-    is_norm_kind, split_weight_decay, DecayClass, GroupSpec, LayerIds, NamedParam, ParamGroupBuilder,
-    ParamGroups,
+    is_norm_kind, DecayClass, GroupSpec, LayerIds, NamedParam, ParamGroupBuilder, ParamGroups,
 };
 pub use linear_lr::{LinearLR, LinearLRConfig};
 pub use multi_step_lr::MultiStepLR;

@@ -3,55 +3,44 @@
 
 use crate::config::{OptimizerKind, SchedulerConfig, TrainConfig};
 use crate::error::Result;
-use torchlight_nn::{named_parameters, Module};
+use torchlight_nn::{named_parameters_with_kind, Module};
 use torchlight_optim::{
-    split_weight_decay, Adam, AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LinearLRConfig, LrScheduler,
-    MultiStepLR, OneCycleLR, OneCycleLRConfig, Optimizer, ParamGroup, SequentialLR, Sgd, SgdConfig, StepLR,
+    Adam, AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LinearLRConfig, LrScheduler, MultiStepLR,
+    OneCycleLR, OneCycleLRConfig, Optimizer, ParamGroupBuilder, SequentialLR, Sgd, SgdConfig, StepLR,
 };
 use torchlight_train::Interval;
 
-/// AdamW/Adam/SGD over four groups: backbone and head (the parameters under `head`, e.g.
-/// `fc.`), each with and without weight decay (no decay on biases and norm weights); the head
-/// at `lr`, the backbone at `backbone_lr`.
+/// AdamW/Adam/SGD over the groups optim's [`ParamGroupBuilder`] makes of `model`: backbone
+/// and head (the parameters under `head`, e.g. `fc.`), each with and without weight decay (no
+/// decay on 1-D parameters: biases and norm weights); the head at `lr`, the backbone at
+/// `backbone_lr`.
 pub fn build_optimizer(config: &TrainConfig, model: &dyn Module, head: &str) -> Result<Box<dyn Optimizer>> {
     let o = &config.optim;
-    let (head, backbone): (Vec<_>, Vec<_>) =
-        named_parameters(model).into_iter().partition(|(n, _)| !head.is_empty() && n.starts_with(head));
-    let mut parts = Vec::new();
-    for (params, lr) in [(backbone, o.backbone_lr), (head, o.lr)] {
-        let (decay, no_decay) = split_weight_decay(params);
-        parts.push((decay, lr, o.weight_decay));
-        parts.push((no_decay, lr, 0.0));
+    let mut rules =
+        ParamGroupBuilder::new(o.backbone_lr).with_weight_decay(o.weight_decay).with_no_weight_decay_1d();
+    if !head.is_empty() {
+        rules = rules.with_prefix_lr(head, o.lr);
     }
-    parts.retain(|(p, _, _)| !p.is_empty());
+    let groups = rules.build(named_parameters_with_kind(model))?;
     Ok(match o.optimizer {
         OptimizerKind::AdamW | OptimizerKind::Adam => {
             let decoupled = o.optimizer == OptimizerKind::AdamW;
-            let groups: Vec<_> = parts
-                .into_iter()
-                .map(|(p, lr, wd)| {
-                    let c = AdamConfig::adamw()
-                        .with_lr(lr)
-                        .with_weight_decay(wd)
-                        .with_betas(o.betas[0], o.betas[1])
-                        .with_decoupled_weight_decay(decoupled);
-                    ParamGroup::new(p, c)
-                })
-                .collect();
+            let groups = groups.into_param_groups(|lr, wd| {
+                AdamConfig::adamw()
+                    .with_lr(lr)
+                    .with_weight_decay(wd)
+                    .with_betas(o.betas[0], o.betas[1])
+                    .with_decoupled_weight_decay(decoupled)
+            });
             if decoupled {
                 Box::new(AdamW::new(groups)?)
             } else {
                 Box::new(Adam::new(groups)?)
             }
         }
-        OptimizerKind::Sgd => Box::new(Sgd::new(
-            parts
-                .into_iter()
-                .map(|(p, lr, wd)| {
-                    ParamGroup::new(p, SgdConfig::new(lr).with_momentum(o.momentum).with_weight_decay(wd))
-                })
-                .collect(),
-        )?),
+        OptimizerKind::Sgd => Box::new(Sgd::new(groups.into_param_groups(|lr, wd| {
+            SgdConfig::new(lr).with_momentum(o.momentum).with_weight_decay(wd)
+        }))?),
     })
 }
 

@@ -275,7 +275,7 @@ fn the_onnx_metadata_is_enough_to_preprocess_like_torchlight() {
     let theirs = torchlight_testing::run_reference_script("crates/cli/tests/deploy_onnx.py", &args).unwrap();
     let inputs: std::collections::HashMap<String, tch::Tensor> =
         tch::Tensor::read_safetensors(dir.join("inputs.safetensors")).unwrap().into_iter().collect();
-    let transform = torchlight_recipes::image::eval_transform(32);
+    let transform = torchlight_vision::EvalPreprocessing::classification(32).transform();
     for (i, picture) in pictures.iter().enumerate() {
         let image = torchlight_vision::decode_file(picture).unwrap();
         let mut rng = torchlight_tensor::seed::rng_from_seed(0);

@@ -296,7 +296,8 @@ fn backbones_export_to_onnx_and_torchscript_that_real_runtimes_agree_with() {
         "vit_s_16",
     ];
     for arch in archs {
-        let model = architecture(arch).unwrap().build(ModelSpec::new(5, 32), LayerOptions::default()).unwrap();
+        let model =
+            architecture(arch).unwrap().build(ModelSpec::new(5, 32), LayerOptions::default()).unwrap();
         wake_up(model.as_ref());
         warm_up(model.as_ref(), &[4, 3, 32, 32]);
         let options = OnnxOptions::new(&[3, 32, 32]);

@@ -49,6 +49,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.min_crop_scale",
     "data.sampler",
     "data.max_image_pixels",
+    "data.exif_transpose",
     "model.name",
     "model.pretrained",
     "model.key_rewrite",
@@ -131,6 +132,10 @@ pub struct DataConfig {
     /// [`DEFAULT_MAX_IMAGE_PIXELS`](torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS) = 178956970;
     /// 0 lifts the limit.
     pub max_image_pixels: u64,
+    /// Turn each image by its EXIF orientation (`PIL.ImageOps.exif_transpose`), so a phone photo
+    /// taken on its side is upright: the default. `false` decodes as torchvision's loader
+    /// does (`Image.open(f).convert("RGB")`, no turning), byte for byte.
+    pub exif_transpose: bool,
 }
 
 /// How training samples are drawn (`data.sampler`).
@@ -196,6 +201,7 @@ impl Default for DataConfig {
             min_crop_scale: 0.08,
             sampler: SamplerKind::Random,
             max_image_pixels: torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS,
+            exif_transpose: true,
         }
     }
 }

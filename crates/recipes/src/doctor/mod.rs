@@ -15,7 +15,7 @@ pub use short_run::{short_run, stall_finding};
 
 use crate::config::TrainConfig;
 use crate::error::{RecipeError, Result};
-use crate::image::{eval_transform, loader, open_splits};
+use crate::image::{eval_preprocessing, loader, open_splits};
 use crate::model::{build_model, model_architecture};
 use serde::Serialize;
 use serde_json::Value;
@@ -182,8 +182,10 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
     let arch = model_architecture(config)?;
     let head = arch.head();
     // One fixed batch without augmentation: the training images through the eval transform.
-    let size = config.data.image_size as usize;
-    let plain = ImageFolder::new(config.data.train_dir())?.with_transform(eval_transform(size));
+    let plain = ImageFolder::new(config.data.train_dir())?
+        .with_max_pixels(config.data.pixel_limit())
+        .with_exif_transpose(config.data.exif_transpose)
+        .with_transform(eval_preprocessing(config).transform());
     let n = torchlight_data::Dataset::len(&plain);
     let plain = Subset::new(Arc::new(plain), (0..n).collect())?;
     let mut plain_loader = loader(plain, config, true, device)?;

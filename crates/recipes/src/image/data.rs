@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 use torchlight_data::{DataLoader, DefaultCollate, DistributedSampler, Subset, WeightedRandomSampler};
 use torchlight_vision::{
-    CenterCrop, Compose, ImageFolder, Normalize, PixelCheck, RandomHorizontalFlip, RandomResizedCrop, Resize,
+    Compose, EvalPreprocessing, ImageFolder, Normalize, PixelCheck, RandomHorizontalFlip, RandomResizedCrop,
     SplitFolders, ToTensor, VisionError, IMAGENET_MEAN, IMAGENET_STD,
 };
 
@@ -27,20 +27,12 @@ pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
         .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
 }
 
-/// The shorter side evaluation resizes to before the centre crop: `size * 256 / 224`, as
-/// torchvision's presets (256 for 224).
-pub fn eval_resize(image_size: usize) -> usize {
-    image_size * 256 / 224
-}
-
-/// torchvision's evaluation preset: resize the shorter side to [`eval_resize`], centre crop,
-/// ToTensor, ImageNet normalisation.
-pub fn eval_transform(image_size: usize) -> Compose {
-    Compose::default()
-        .then(Resize::new(eval_resize(image_size)))
-        .then(CenterCrop::new(image_size))
-        .then(ToTensor)
-        .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+/// The evaluation preprocessing of `config`: torchvision's classification preset at
+/// `data.image_size` (resize the shorter side to `size * 256 / 224`, centre crop, ToTensor,
+/// ImageNet normalisation). Validation, test, `torchlight eval`, `predict` and the export
+/// metadata all build from it (`.transform()`, `.metadata()`).
+pub fn eval_preprocessing(config: &TrainConfig) -> EvalPreprocessing {
+    EvalPreprocessing::classification(config.data.image_size as usize)
 }
 
 /// The splits of a data root and their class names: `train/`, `val/` (or a seeded stratified
@@ -76,7 +68,8 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
     let root = &config.data.root;
     let size = config.data.image_size as usize;
     let pixels = config.data.pixel_limit();
-    let folders = SplitFolders::open(root)?.with_max_pixels(pixels);
+    let exif = config.data.exif_transpose;
+    let folders = SplitFolders::open(root)?.with_max_pixels(pixels).with_exif_transpose(exif);
     let classes = folders.train.classes().to_vec();
     if classes.len() < 2 {
         return Err(RecipeError::InvalidConfig {
@@ -108,11 +101,12 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
             ),
         });
     }
-    let test = folders.test.map(|t| all(t.with_transform(eval_transform(size)))).transpose()?;
+    let eval = eval_preprocessing(config);
+    let test = folders.test.map(|t| all(t.with_transform(eval.transform()))).transpose()?;
     let (train, val) = match folders.val {
         Some(val) => (
             all(folders.train.with_transform(train_transform(size, config.data.min_crop_scale)))?,
-            all(val.with_transform(eval_transform(size)))?,
+            all(val.with_transform(eval.transform()))?,
         ),
         None => {
             let targets = folders.train.targets();
@@ -125,9 +119,12 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
             let train_dir = config.data.train_dir();
             let train = ImageFolder::new(&train_dir)?
                 .with_max_pixels(pixels)
+                .with_exif_transpose(exif)
                 .with_transform(train_transform(size, config.data.min_crop_scale));
-            let val =
-                ImageFolder::new(&train_dir)?.with_max_pixels(pixels).with_transform(eval_transform(size));
+            let val = ImageFolder::new(&train_dir)?
+                .with_max_pixels(pixels)
+                .with_exif_transpose(exif)
+                .with_transform(eval.transform());
             (Subset::new(Arc::new(train), parts[0].clone())?, Subset::new(Arc::new(val), parts[1].clone())?)
         }
     };

@@ -144,7 +144,7 @@ fn the_loop_overfits_a_single_batch() {
     torchlight_tensor::seed_everything(0);
     let folder = torchlight_vision::ImageFolder::new(tmp.path().join("data/train"))
         .unwrap()
-        .with_transform(eval_transform(32));
+        .with_transform(torchlight_vision::EvalPreprocessing::classification(32).transform());
     let split = torchlight_data::Subset::new(std::sync::Arc::new(folder), (0..9).collect()).unwrap();
     let mut batches = loader(split, &config, true, Device::Cpu).unwrap();
     let mut model = torchlight_nn::resnet18(3);
@@ -241,4 +241,21 @@ fn a_bad_val_image_after_an_epoch_keeps_the_epoch_and_the_run_resumes() {
     let summary = resume(&run, &[], &Progress::quiet()).unwrap();
     assert_eq!(summary.epochs, 2);
     assert_eq!(read_metrics_csv(run.join("metrics.csv")).unwrap().len(), 2);
+}
+
+#[test]
+fn data_exif_transpose_reaches_every_split_and_the_eval_preprocessing_is_the_configs() {
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [4, 4, 4]);
+    let mut c = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 1);
+    assert!(c.data.exif_transpose, "on by default: phone photos come out upright");
+    for on in [false, true] {
+        c.set("data.exif_transpose", &on.to_string()).unwrap();
+        let splits = open_splits(&c).unwrap();
+        assert_eq!(splits.train.dataset().decode_options().exif_transpose, on);
+        assert_eq!(splits.val.dataset().decode_options().exif_transpose, on, "the held-out val part too");
+    }
+    assert!(c.to_toml().contains("exif_transpose = true"));
+    let eval = eval_preprocessing(&c);
+    assert_eq!((eval.resize, eval.crop), (36, 32), "torchvision's preset at 32 px: 32 * 256 / 224");
 }

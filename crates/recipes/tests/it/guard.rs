@@ -126,7 +126,9 @@ fn a_nan_input_stops_training_naming_step_lr_inputs_and_parameter() {
     assert_eq!(at, 0, "on the CPU the verdict is read before the bad step's update");
     match err.as_ref() {
         RecipeError::Train(e) if matches!(**e, TrainError::NonFinite { .. }) => {
-            let TrainError::NonFinite { epoch, step, lr, inputs_finite, parameter, .. } = e.as_ref() else { unreachable!() };
+            let TrainError::NonFinite { epoch, step, lr, inputs_finite, parameter, .. } = e.as_ref() else {
+                unreachable!()
+            };
             assert_eq!((*epoch, *step, *lr, *inputs_finite), (1, 1, 1e-3, false));
             assert_eq!(parameter.as_deref(), Some("conv1.weight"), "the first key in state_dict order");
         }

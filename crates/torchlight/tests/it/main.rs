@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use tch::nn::{self as tch_nn, VarStore};
 use torchlight::checkpoint::{save, Checkpoint, Progress, Snapshot};
 use torchlight::export::{export_torchscript, load_torchscript};
+use torchlight::nn::named_parameters_with_kind;
 use torchlight::nn::{
     named_tensors, state_dict, BatchNorm2d, BatchNormConfig, Conv2d, Conv2dConfig, Linear, VarStoreModule,
 };
-use torchlight::optim::split_weight_decay;
+use torchlight::optim::ParamGroupBuilder;
 use torchlight::prelude::*;
 
 /// A user's model: the structure is derived, the forward pass written by hand.
@@ -56,12 +57,13 @@ fn temp_dir(name: &str) -> PathBuf {
 
 /// AdamW over the model's named parameters, decay and no-decay groups as in a real run.
 fn adamw(model: &dyn Module) -> AdamW {
-    let (decay, no_decay) = split_weight_decay(named_parameters(model));
-    AdamW::new(vec![
-        ParamGroup::new(decay, AdamConfig::adamw().with_lr(2e-2)),
-        ParamGroup::new(no_decay, AdamConfig::adamw().with_lr(2e-2).with_weight_decay(0.0)),
-    ])
-    .unwrap()
+    let groups = ParamGroupBuilder::new(2e-2)
+        .with_weight_decay(0.01)
+        .with_no_weight_decay_1d()
+        .build(named_parameters_with_kind(model))
+        .unwrap();
+    AdamW::new(groups.into_param_groups(|lr, wd| AdamConfig::adamw().with_lr(lr).with_weight_decay(wd)))
+        .unwrap()
 }
 
 fn train_step(model: &dyn Module, opt: &mut AdamW, x: &Tensor, y: &Tensor) -> f64 {

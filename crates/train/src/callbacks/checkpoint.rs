@@ -84,7 +84,8 @@ impl Callback for ModelCheckpoint {
     }
 
     fn on_train_batch_end(&mut self, ctx: &mut Context<'_>, batch: &BatchEnd) -> Result<()> {
-        let due = self.every_n_steps.is_some_and(|n| batch.stepped && ctx.position.global_step.is_multiple_of(n));
+        let due =
+            self.every_n_steps.is_some_and(|n| batch.stepped && ctx.position.global_step.is_multiple_of(n));
         // The epoch's last batch is saved by `on_train_epoch_end`, with its metrics.
         if due && ctx.position.batch < ctx.position.batches {
             self.save_last(ctx)?;
