@@ -16,7 +16,7 @@ const MODELS: [&str; 3] = ["resnet18", "vit_b_16", "mobilenet_v3_small"];
 /// The registered architecture `name`, uninitialised (only names, shapes and kinds matter).
 fn model(name: &str) -> Box<dyn Module> {
     let arch = architecture(name).expect("registered");
-    (arch.build)(ModelSpec::new(10, 224), LayerOptions::default().skip_init()).expect("builds")
+    arch.build(ModelSpec::new(10, 224), LayerOptions::default().skip_init()).expect("builds")
 }
 
 /// The model's parameters, checked against the fixture's names (torchvision's order).
@@ -195,7 +195,7 @@ fn old_recipe_layout(
 fn the_recipes_four_groups_come_from_the_builder_for_every_optimizer() {
     for name in MODELS {
         let model = model(name);
-        let head = architecture(name).unwrap().head;
+        let head = architecture(name).unwrap().head();
         let (lr, backbone_lr, wd) = (1e-3, 1e-4, 0.05);
         let groups = || {
             ParamGroupBuilder::new(backbone_lr)
