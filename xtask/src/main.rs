@@ -1,8 +1,10 @@
 //! `cargo xtask`: project automation (set-up of libtorch, the test run CI uses).
 
+mod artifacts;
 mod bench;
 mod cache;
 mod demo;
+mod dispatch;
 mod distributed;
 mod examples;
 mod gpukit;
@@ -33,9 +35,12 @@ commands:
                           (`train --nproc`); --no-distributed leaves torchlight-distributed
                           and that feature out (so does a machine where gloo's headers cannot be
                           had, loudly);
-                          ARGS after `--` go to `cargo test`; then run the examples and check
-                          the crates as dependencies: vision and data without libtorch, the
-                          facade's features, and a project outside the workspace
+                          ARGS after `--` go to `cargo test`; then (with no ARGS) the nn and
+                          optim parity tests once more under ATEN_CPU_CAPABILITY=default, so a
+                          tolerance only this CPU's best kernels meet fails here; then run the
+                          examples and check the crates as dependencies: vision and data
+                          without libtorch, the facade's features, and a project outside the
+                          workspace
   crates                  setup, then only those crates-as-dependencies checks
   train-demo              install libtorch (not the reference PyTorch, which only tests use),
                           then the seed workflow end to end on a synthetic image set:
@@ -227,8 +232,7 @@ fn fuzz(options: &[String]) -> Result<()> {
 fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
     let root = workspace_root();
     let installed = setup(cuda)?;
-    let mut cmd = cargo();
-    cmd.current_dir(&root).args(["test", "--workspace"]);
+    let mut args: Vec<String> = vec!["test".into(), "--workspace".into()];
     // Without gloo's headers (no apt-get, no libgloo-dev) the rest of the workspace is still
     // tested, and the run says loudly what it left out.
     let distributed = distributed
@@ -244,13 +248,13 @@ fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
         };
     if distributed {
         // `torchlight train --nproc 2` is tested too.
-        cmd.args(["--features", "torchlight-cli/distributed"]);
+        args.extend(["--features".into(), "torchlight-cli/distributed".into()]);
     } else {
         eprintln!(
             "xtask: leaving torchlight-distributed (and the `distributed` features of the facade and \
              the CLI) out of this run"
         );
-        cmd.args(["--exclude", "torchlight-distributed"]);
+        args.extend(["--exclude".into(), "torchlight-distributed".into()]);
     }
     if installed.gpu_tests {
         eprintln!("xtask: NVIDIA GPU and CUDA libtorch present: enabling the `cuda-tests` feature");
@@ -261,13 +265,24 @@ fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
             distributed::cuda_headers(&root)?;
             features.push_str(",torchlight-distributed/cuda-tests");
         }
-        cmd.args(["--features", &features]);
+        args.extend(["--features".into(), features]);
     }
-    cmd.args(passthrough);
+    let mut cmd = cargo();
+    cmd.current_dir(&root).args(&args).args(passthrough);
     eprintln!("xtask: running {cmd:?}");
     let status = cmd.status().context("could not start cargo")?;
     if !status.success() {
         bail!("tests failed ({status})");
+    }
+    // The CPU-dependent parity tests once more at libtorch's lowest dispatch level.
+    if passthrough.is_empty() {
+        dispatch::run(&root, cargo, &args)?;
+    } else {
+        eprintln!(
+            "xtask: arguments were passed to cargo test: skipping the {}={} pass of the parity tests",
+            dispatch::LEVEL.0,
+            dispatch::LEVEL.1
+        );
     }
     // `cargo test --workspace` with nothing passed through has just built every example.
     examples::run(&root, &target_dir(&root), cargo, passthrough.is_empty())?;

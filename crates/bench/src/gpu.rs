@@ -11,6 +11,8 @@
 //!   `pytorch_gpu_bench.py` writes the same file for PyTorch.
 //! - `gpu summarize`, `gpu validate`, `gpu record`: the report (`gpu_report.rs`).
 
+use crate::args::{options, required};
+use crate::bench_file::{write_json, BenchFile, Row, NO_CUDA};
 use crate::gpu_report;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -75,47 +77,6 @@ impl Plan {
         images: 4,
     };
 }
-/// The detail of a row or part that needs CUDA on a machine without it.
-pub const NO_CUDA: &str = "skipped: no CUDA";
-
-/// One measured row of a [`BenchFile`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    /// Row name, the same on both sides (`resnet50_train_amp`, ...).
-    pub name: String,
-    /// `ok`, `failed` or `skipped`.
-    pub status: String,
-    /// What the row measures.
-    #[serde(default)]
-    pub description: String,
-    /// Why a row failed or was skipped.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    /// The row's figures by name (`median_step_s`, `gbps`, `stall_share`, ...).
-    #[serde(default)]
-    pub values: BTreeMap<String, f64>,
-    /// Every timed repetition, in seconds.
-    #[serde(default)]
-    pub times_s: Vec<f64>,
-}
-
-/// What one side (Torchlight or PyTorch) measured on the GPU machine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BenchFile {
-    /// `torchlight` or `pytorch`.
-    pub side: String,
-    /// Whether this side could use CUDA.
-    pub cuda: bool,
-    /// Why not, when it could not.
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// Versions of what ran (`torch`, `tch`, `model`, ...).
-    #[serde(default)]
-    pub versions: BTreeMap<String, String>,
-    /// The rows, in run order.
-    pub rows: Vec<Row>,
-}
-
 /// The row names and descriptions, in run order. `data_stall_224` is Torchlight's only.
 pub const ROWS: &[(&str, &str)] = &[
     (
@@ -147,12 +108,12 @@ pub fn main(args: &[String]) -> Result<()> {
     let Some((action, rest)) = args.split_first() else {
         bail!("usage: torchlight-bench gpu probe|run|summarize|validate|record [--key value]..");
     };
-    let opts = crate::options(rest)?;
-    let path = |key: &str| crate::required(&opts, key).map(PathBuf::from);
+    let opts = options(rest)?;
+    let path = |key: &str| required(&opts, key).map(PathBuf::from);
     match action.as_str() {
         "probe" => probe(&path("out")?),
         "run" => {
-            let require = match crate::required(&opts, "require-cuda")? {
+            let require = match required(&opts, "require-cuda")? {
                 "yes" => true,
                 "no" => false,
                 other => bail!("--require-cuda {other}: expected `yes` or `no`"),
@@ -172,16 +133,6 @@ pub fn main(args: &[String]) -> Result<()> {
         "record" => gpu_report::record(&path("report")?, &path("docs")?),
         other => bail!("unknown gpu action `{other}`"),
     }
-}
-
-/// Writes `value` as pretty JSON through a temporary file and a rename, so a reader never
-/// sees half a file.
-pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
-    let tmp = path.with_extension("json.partial");
-    let text = serde_json::to_string_pretty(value)? + "\n";
-    std::fs::write(&tmp, text).with_context(|| format!("{}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))?;
-    Ok(())
 }
 
 /// What this process sees of CUDA, as the kit's `device` part records it.

@@ -9,8 +9,8 @@
 //! (`key=value` lines) as an object of strings, and a folder as an object of its `.json` files
 //! by file stem.
 
-use crate::gpu::{BenchFile, Row, NO_CUDA};
-use crate::report::{fmt_time, utc_now};
+use crate::bench_file::{write_json, BenchFile, Row, NO_CUDA};
+use crate::format::{fmt_time, utc_now};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -283,7 +283,7 @@ pub fn build_report(dir: &Path) -> Result<GpuReport> {
 /// figures.
 pub fn summarize(dir: &Path, out: &Path) -> Result<()> {
     let report = build_report(dir)?;
-    crate::gpu::write_json(out, &report)?;
+    write_json(out, &report)?;
     print!("{}", summary_text(&report));
     Ok(())
 }

@@ -12,7 +12,10 @@
 //! - `allreduce-peer`: rank 1 of the all-reduce rows, started by the server (`allreduce.rs`).
 
 mod allreduce;
+mod args;
+mod bench_file;
 mod common;
+mod format;
 mod gpu;
 mod gpu_report;
 mod imagegen;
@@ -22,6 +25,7 @@ mod stats;
 mod workloads;
 
 use anyhow::{bail, Context, Result};
+use args::{options, required};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -32,22 +36,6 @@ fn main() {
         eprintln!("torchlight-bench: error: {err:#}");
         std::process::exit(1);
     }
-}
-
-/// `--key value` options after the subcommand.
-pub(crate) fn options(args: &[String]) -> Result<HashMap<String, String>> {
-    let mut map = HashMap::new();
-    let mut it = args.iter();
-    while let Some(key) = it.next() {
-        let Some(name) = key.strip_prefix("--") else { bail!("unexpected argument `{key}`") };
-        let value = it.next().with_context(|| format!("`{key}` needs a value"))?;
-        map.insert(name.to_string(), value.clone());
-    }
-    Ok(map)
-}
-
-pub(crate) fn required<'a>(opts: &'a HashMap<String, String>, key: &str) -> Result<&'a str> {
-    opts.get(key).map(String::as_str).with_context(|| format!("missing `--{key}`"))
 }
 
 fn run() -> Result<()> {

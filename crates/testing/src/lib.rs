@@ -3,8 +3,9 @@
 //!
 //! Small fixtures are committed beside the script that made them; this is for the large ones
 //! (torchvision-saved ResNet weights, their gradients). A fixture folder is keyed by a hash of
-//! the generating script and its arguments, so editing the script regenerates it, and lives in
-//! the system temp dir, so every clone on a machine shares it.
+//! the generating script, its arguments and the variables that choose libtorch's kernels
+//! ([`KERNEL_ENV`]), so editing the script or forcing a dispatch level regenerates it, and lives
+//! in the system temp dir, so every clone on a machine shares it.
 //!
 //! Also [`alone_in_a_process`], for a test that must see only its own draws from torch's
 //! global generator.
@@ -42,17 +43,39 @@ fn fnv1a(bytes: &[u8], mut hash: u64) -> u64 {
     hash
 }
 
-/// Runs `script` (a path relative to the workspace root) with the reference Python as
-/// `python script OUT_DIR ARGS...` unless its output for this script content and these
-/// arguments is already cached, and returns OUT_DIR. Safe to call from parallel tests and
-/// processes: output is written to a temporary folder and renamed into place.
-pub fn generated_fixture(script: &str, args: &[&str]) -> Result<PathBuf, String> {
-    let script_path = workspace_root().join(script);
-    let source = std::fs::read(&script_path).map_err(|e| format!("{}: {e}", script_path.display()))?;
-    let mut hash = fnv1a(&source, 0xcbf2_9ce4_8422_2325);
+/// The environment variables that choose which kernels libtorch runs, and so the last bits of
+/// float results: ATen's CPU dispatch level, oneDNN's instruction set (both spellings), MKL's
+/// instruction set and its conditional numerical reproducibility. The reference Python inherits
+/// them, so they are part of a generated fixture's cache key: a run under
+/// `ATEN_CPU_CAPABILITY=default` compares against fixtures made at that level, never against
+/// ones cached by an earlier run at the machine's best level.
+pub const KERNEL_ENV: &[&str] =
+    &["ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR"];
+
+/// The cache key of a generated fixture: a hash of the script's content, its arguments and the
+/// [`KERNEL_ENV`] variables that `env` reports set.
+fn cache_key(source: &[u8], args: &[&str], env: impl Fn(&str) -> Option<std::ffi::OsString>) -> u64 {
+    let mut hash = fnv1a(source, 0xcbf2_9ce4_8422_2325);
     for a in args {
         hash = fnv1a(a.as_bytes(), fnv1a(b"\0", hash));
     }
+    for name in KERNEL_ENV {
+        if let Some(value) = env(name) {
+            hash = fnv1a(value.as_encoded_bytes(), fnv1a(name.as_bytes(), fnv1a(b"\0env\0", hash)));
+        }
+    }
+    hash
+}
+
+/// Runs `script` (a path relative to the workspace root) with the reference Python as
+/// `python script OUT_DIR ARGS...` unless its output for this script content, these
+/// arguments and this process's [`KERNEL_ENV`] is already cached, and returns OUT_DIR. Safe to
+/// call from parallel tests and processes: output is written to a temporary folder and renamed
+/// into place.
+pub fn generated_fixture(script: &str, args: &[&str]) -> Result<PathBuf, String> {
+    let script_path = workspace_root().join(script);
+    let source = std::fs::read(&script_path).map_err(|e| format!("{}: {e}", script_path.display()))?;
+    let hash = cache_key(&source, args, |name| std::env::var_os(name));
     let stem = script_path.file_stem().and_then(|s| s.to_str()).unwrap_or("fixture");
     let cache = std::env::temp_dir().join("torchlight-fixtures");
     let out = cache.join(format!("{stem}-{hash:016x}"));
@@ -142,4 +165,30 @@ pub fn alone_in_a_process(path: &str) -> bool {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains("1 passed"), "{path} alone in a process:\n{text}");
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    #[test]
+    fn a_forced_dispatch_level_gets_fixtures_of_its_own() {
+        let none = |_: &str| None;
+        let level = |value: &'static str| {
+            move |name: &str| (name == "ATEN_CPU_CAPABILITY").then(|| OsString::from(value))
+        };
+        let base = cache_key(b"script", &["2", "vit_s_16"], none);
+        assert_eq!(base, cache_key(b"script", &["2", "vit_s_16"], none), "a pure function");
+        assert_ne!(base, cache_key(b"script", &["2", "vit_s_16"], level("default")));
+        assert_ne!(
+            cache_key(b"script", &["2"], level("default")),
+            cache_key(b"script", &["2"], level("avx2"))
+        );
+        let other = |name: &str| (name == "PATH").then(|| OsString::from("/bin"));
+        assert_eq!(base, cache_key(b"script", &["2", "vit_s_16"], other), "other variables do not count");
+        let isa = |name: &str| (name == "ONEDNN_MAX_CPU_ISA").then(|| OsString::from("AVX2"));
+        assert_ne!(base, cache_key(b"script", &["2", "vit_s_16"], isa));
+        assert_ne!(base, cache_key(b"script", &["2vit_s_16"], none), "arguments stay apart");
+    }
 }

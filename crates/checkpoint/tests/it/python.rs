@@ -27,7 +27,8 @@ fn pytorch_loads_the_weights_into_torchvision_and_gets_the_same_logits() {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let v: Vec<f64> = out.split_whitespace().map(|s| s.parse().unwrap()).collect();
-        // Same kernels, float32: within 1e-5 of the logits' scale.
+        // Same kernels, float32: within 1e-5 of the logits' scale (measured 0 under
+        // ATEN_CPU_CAPABILITY default, avx2 and avx512, the Python side inheriting the level).
         assert!(v[0] <= 1e-5 * v[1].max(1.0), "torchvision logits differ by {} (scale {})", v[0], v[1]);
     }
     std::fs::remove_dir_all(&dir).unwrap();

@@ -1,7 +1,8 @@
 //! The layers the backbones are made of, each against torch.nn / torchvision.ops: outputs and
 //! gradients (ReLU6, Hardswish, Hardsigmoid, LayerNorm, LayerNorm2d, SqueezeExcitation,
 //! MultiheadAttention), StochasticDepth's draws, and the initialisers' seeded draws.
-//! Fixtures: `make_backbones.py ... layers`, at this process's thread count.
+//! Fixtures: `make_backbones.py ... layers`, at this process's thread count and dispatch
+//! level.
 
 use crate::backbones::fixtures;
 use crate::{assert_close, load};
@@ -21,7 +22,10 @@ fn set(dst: &Tensor, src: &Tensor) {
 
 /// `module(x)` and the gradients of `sum(y * linspace(-1, 1))` (the fixture's weighting),
 /// compared with the fixture's `tag.y`, `tag.grad_x` and `tag.grad.<param>` (float32
-/// tolerances: 1e-5 relative, 1e-6 absolute).
+/// tolerances: 1e-5 relative, 1e-6 absolute). Measured under ATEN_CPU_CAPABILITY default, avx2
+/// and avx512: the activations, LayerNorms and SqueezeExcitation are bit-identical, and
+/// MultiheadAttention (another operation order than torch's) reaches 0.17 of the bound
+/// (3.6e-7 on a parameter gradient); against a fixture from another level, 0.19.
 fn check_with_grads(tag: &str, module: &dyn Module, x: &Tensor, f: &HashMap<String, Tensor>) {
     let x = x.detach().set_requires_grad(true);
     let y = module.forward_t(&x, true);
@@ -112,12 +116,19 @@ fn multihead_attention_matches_torch() {
     let _g = torchlight_tensor::no_grad();
     let (q, kv) = (&f["mha.x"], &f["mha.kv"]);
     assert_close("self-attention in eval", &mha.forward_t(q, false), &f["mha.self.y_eval"], 1e-5, 1e-6);
+    // Measured at most 0.05 of the bound (1.2e-7), at every dispatch level.
     let cross = mha.attend(q, kv, &(kv * 0.5), false);
     assert_close("cross-attention", &cross, &f["mha.cross.y"], 1e-5, 1e-6);
 }
 
 #[test]
 fn initialisers_draw_what_torch_draws() {
+    // Exact draws: other tests of this binary initialise layers without the rng lock (the
+    // attention and squeeze-excitation tests here), and a draw of theirs between two of ours
+    // changed these values (0.43 off, seen in three of forty runs on a busy machine).
+    if !crate::alone_in_a_process("backbone_layers::initialisers_draw_what_torch_draws") {
+        return;
+    }
     let f = layers();
     let _rng = crate::torch_rng_lock();
     tch::manual_seed(3);
@@ -127,7 +138,10 @@ fn initialisers_draw_what_torch_draws() {
     assert!(t.equal(&f["init.trunc_normal"]), "trunc_normal_ std 0.02 (tolerance: exact)");
     let t = empty(&[500]);
     trunc_normal_(&t, 0.1, 1.0, -0.5, 1.5);
-    // Bounds within the distribution go through erf: the same draws up to float rounding.
+    // Bounds within the distribution go through erf: the same draws up to float rounding
+    // (measured 0 at the fixture's own dispatch level, 2.4e-7 across levels: erf is vectorised
+    // per level). The other draws are exact at the fixture's level; across levels uniform_
+    // differs in the last bit (1.5e-8), which the fixture's cache key rules out.
     assert_close("trunc_normal_ truncated at -0.6 and 1.4 std", &t, &f["init.trunc_normal_tight"], 0.0, 1e-6);
     assert!(t.min().double_value(&[]) >= -0.5 && t.max().double_value(&[]) <= 1.5);
     let t = empty(&[96, 32]);

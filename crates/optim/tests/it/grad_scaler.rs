@@ -8,8 +8,13 @@ use torchlight_optim::{
     Optimizer, ParamGroup, Sgd, SgdConfig,
 };
 
-/// Relative tolerance on parameters and clip norms (floor 1e-3 on the denominator).
-const RTOL: f64 = 1e-6;
+/// Tolerance on parameters (relative to max(|x|, 1)) and clip norms (relative), the optimizer
+/// tests' bound. Measured with the committed fixture and fixtures regenerated at
+/// ATEN_CPU_CAPABILITY=default and at SSE4, each run under default, avx2 and avx512: at most
+/// 3.0e-8 on parameters (also where the fused and plain paths are crossed) and 1.6e-16 on the
+/// norms. The former 1e-6 relative to max(|x|, 1e-3) failed under `default` (1.5e-5 on an
+/// element near 1e-3).
+const RTOL: f64 = 2e-6;
 
 fn optimizer(case: &str, w: &Tensor, fused: bool) -> Box<dyn Optimizer> {
     let params = vec![("w".to_string(), w.shallow_clone())];
@@ -59,7 +64,7 @@ fn check_case(case_name: &str, fused: bool, rtol: f64) {
         assert_eq!(scaler.get_scale(), want_scale, "{case_name} step {k}: scale (exact)");
         let state: GradScalerState = serde_json::from_value(case["states"][k].clone()).unwrap();
         assert_eq!(scaler.state_dict(), state, "{case_name} step {k}: scaler state (exact)");
-        let err = max_rel_err(&w, &t[&format!("{case_name}.after{}", k + 1)], 1e-3);
+        let err = max_rel_err(&w, &t[&format!("{case_name}.after{}", k + 1)], 1.0);
         worst = worst.max(err);
         assert!(
             err <= rtol,
@@ -94,15 +99,15 @@ fn grad_scaler_with_fused_adamw_matches_torch_without_host_syncs_in_step() {
 #[test]
 fn grad_scaler_with_plain_adamw_matches_torch_fused_run() {
     // The non-fused path (unscale, one found_inf read, skip) against PyTorch's fused results:
-    // the same update in another operation order, hence 1e-5 (observed: 9.8e-7).
-    check_case("fused_adamw", false, 1e-5);
+    // the same update in another operation order (measured 3.0e-8, as the fused path).
+    check_case("fused_adamw", false, RTOL);
 }
 
 #[test]
 fn grad_scaler_with_fused_sgd_after_unscale_matches_torch() {
     // unscale_ then a fused step: the kernel gets found_inf but no grad_scale. Against
-    // PyTorch's single-tensor SGD, hence 1e-5 (observed: 9.7e-8).
-    check_case("sgd", true, 1e-5);
+    // PyTorch's single-tensor SGD (measured 3.0e-8, as the plain path).
+    check_case("sgd", true, RTOL);
 }
 
 #[test]

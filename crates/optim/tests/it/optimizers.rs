@@ -9,9 +9,16 @@ use torchlight_optim::{
     Adam, AdamConfig, AdamW, OptimError, Optimizer, OptimizerState, ParamGroup, Sgd, SgdConfig,
 };
 
-/// Relative tolerance (floor 1e-3 on the denominator) of the parity checks after 50 steps.
-const RTOL: f64 = 1e-6;
-const FLOOR: f64 = 1e-3;
+/// Tolerance of the parity checks after 10 and 50 steps, relative to max(|x|, 1): parameters
+/// of order 1 carry the rounding of every earlier step, and one that passes near 0 keeps its
+/// absolute error. Measured with the committed fixtures (made at the AVX2/AVX-512 dispatch
+/// level) and with fixtures regenerated at ATEN_CPU_CAPABILITY=default and at SSE4, each run
+/// under default, avx2 and avx512 at 1, 2 and 8 threads: at most 6.6e-7 (fused SGD with
+/// Nesterov after 50 steps; 0 whenever fixture and run share a level). The former bound,
+/// 1e-6 relative to max(|x|, 1e-3), failed under `default` (1.4e-6, and 1.1e-5 on an element
+/// of 4e-3).
+const RTOL: f64 = 2e-6;
+const FLOOR: f64 = 1.0;
 
 struct Fixture {
     meta: Value,
@@ -202,12 +209,13 @@ fn fused_and_plain_paths_agree_on_every_case() {
         run(&fx, fused.as_mut(), &pb, 0, 50);
         // The kernels compute the same update in another operation order. PyTorch's own fused
         // and single-tensor SGD differ by up to 7e-7 absolute (2.2e-5 relative, on an element
-        // of 0.03) on this fixture, so the error here is relative to max(|value|, 1).
+        // of 0.03) on this fixture, so the error here is relative to max(|value|, 1): measured
+        // at most 6.0e-7 under ATEN_CPU_CAPABILITY default, avx2 and avx512, hence RTOL.
         let err = pa.iter().map(|(n, p)| max_rel_err(&pb[n], p, 1.0)).fold(0.0, f64::max);
         eprintln!("{}: fused vs plain max error {err:.2e}", case["name"]);
         assert!(
-            err <= 1e-5,
-            "{}: fused vs plain max error {err:.3e} (relative to max(|x|, 1)), tolerance 1e-5",
+            err <= RTOL,
+            "{}: fused vs plain max error {err:.3e} (relative to max(|x|, 1)), tolerance {RTOL:e}",
             case["name"]
         );
     }

@@ -2,7 +2,7 @@
 //! sign of a momentum buffer) trains, saves and resumes exactly like the built-in ones; and
 //! states saved before the core (checkpoint format 1's first group-config form) still load.
 
-use crate::common::{fixture, tensors};
+use crate::common::{fixture, max_rel_err, tensors};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use tch::{Device, Kind, Tensor};
@@ -181,7 +181,9 @@ fn an_optimizer_defined_outside_the_crate_steps_saves_and_resumes_exactly() {
 
 /// States written before the generic core, whose group configs read
 /// `{"optimizer": "Adam", "lr": ...}` (see `tests/fixtures/legacy_v1/README.md`), load into
-/// today's optimizers and continue exactly as the old code did.
+/// today's optimizers and continue as the old code did: exactly on the AVX2/AVX-512 dispatch
+/// level that wrote the fixture, and within the optimizer parity bound elsewhere (under
+/// ATEN_CPU_CAPABILITY=default the SGD update rounds otherwise: measured 2.4e-7).
 #[test]
 fn states_saved_in_the_first_group_config_form_still_load_and_resume_exactly() {
     for kind in ["adamw", "sgd"] {
@@ -230,9 +232,11 @@ fn states_saved_in_the_first_group_config_form_still_load_and_resume_exactly() {
             opt.step().unwrap();
         }
         for (n, t) in &all {
+            let err = max_rel_err(t, &expected[n], 1.0);
             assert!(
-                t.equal(&expected[n]),
-                "{kind}: `{n}` after resuming from a format-1 state (tolerance: exact)"
+                err <= 2e-6,
+                "{kind}: `{n}` after resuming from a format-1 state differs by {err:e} \
+                 (relative to max(|x|, 1); tolerance 2e-6)"
             );
         }
         // Resaved, the groups take the `{kind, values}` form and load back.
