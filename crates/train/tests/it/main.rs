@@ -8,6 +8,7 @@ mod csv_log;
 #[cfg(feature = "cuda-tests")]
 mod cuda;
 mod metrics;
+mod mixup;
 mod plot;
 mod tfevents;
 mod trainer;
