@@ -318,6 +318,15 @@ pub trait Callback {
         Vec::new()
     }
 
+    /// Weights besides the model's own (an EMA of them, [`ModelEma`](crate::ModelEma)) that the
+    /// Trainer validates after each validation pass of the raw model, by the model's
+    /// state_dict keys (parameters and buffers): it copies them into the model, validates,
+    /// and copies the raw weights back, and the metrics go into the epoch's record as
+    /// `ema_val_<metric>` (one callback per Trainer may return some). None by default.
+    fn validation_weights(&self) -> Option<Vec<(String, Tensor)>> {
+        None
+    }
+
     /// Restores [`Callback::tensor_state`] on resume, with the tensors as saved (on the CPU,
     /// with their saved dtypes): copy them into the callback's own tensors, or move them to
     /// the device. Called after [`load_state_dict`](Callback::load_state_dict), only when the

@@ -46,7 +46,7 @@ pub use batch_transform::{BatchContext, BatchTransform};
 pub use callback::{BatchEnd, Callback, Context, LoopPosition};
 pub use callbacks::{
     BackboneFinetuning, CsvLogging, CurvesPlot, EarlyStopping, LearningRateMonitor, ModelCheckpoint,
-    ProgressBar, TensorBoardLogging,
+    ModelEma, ProgressBar, TensorBoardLogging,
 };
 pub use csv_log::{read_metrics_csv, CsvLogger};
 pub use distributed::Distributed;

@@ -7,6 +7,7 @@
 mod csv_log;
 #[cfg(feature = "cuda-tests")]
 mod cuda;
+mod ema;
 mod metrics;
 mod mixup;
 mod plot;
