@@ -33,6 +33,17 @@ pub struct RunSummary {
     /// `world_size`.
     #[serde(default)]
     pub batch_size: usize,
+    /// With `train.model_ema`: the EMA weights' best validation top-1 accuracy.
+    #[serde(default)]
+    pub best_ema_val_acc: Option<f64>,
+    /// The (1-based) epoch of [`best_ema_val_acc`](Self::best_ema_val_acc).
+    #[serde(default)]
+    pub best_ema_epoch: Option<u64>,
+    /// Whether the run's outputs (the best checkpoint, the test figures, what eval, predict
+    /// and export load) are the EMA weights. Always false for now: the recipe selects the raw
+    /// model's best epoch and reports the EMA's figures beside it.
+    #[serde(default)]
+    pub ema_selected: bool,
 }
 
 fn one() -> usize {

@@ -156,6 +156,7 @@ mod tests {
             c.train.grad_clip = Some(1.0);
             c.train.early_stopping_patience = Some(3);
             c.train.checkpoint_every_steps = Some(100);
+            c.train.mixup_off_epoch = Some(5);
             c.scheduler = s;
             let t = toml::Table::try_from(&c).unwrap();
             for (section, v) in t {

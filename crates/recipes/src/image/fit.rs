@@ -15,8 +15,8 @@ use tch::{Kind, Tensor};
 use torchlight_checkpoint::Checkpoint;
 use torchlight_tensor::seed_everything;
 use torchlight_train::{
-    plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping, MetricsSummary,
-    Progress, Stage, StepConfig, Trainer,
+    best_of, plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping,
+    MetricsSummary, MixupCutMix, ModelEma, Monitor, Progress, Stage, StepConfig, Trainer,
 };
 
 /// The config keys a resumed run may change: how long it trains and where, not what it learns.
@@ -252,8 +252,10 @@ fn train_run(
             reason: format!("the data has {} classes: {}", classes.len(), classes.join(", ")),
         });
     }
-    let mut task =
-        Classification::new(num_classes).with_label_smoothing(t.label_smoothing).with_top_k(t.top_k);
+    let mixing = t.mixup_alpha > 0.0 || t.cutmix_alpha > 0.0;
+    // With Mixup/CutMix the smoothing goes into their soft targets (the same loss).
+    let task_smoothing = if mixing { 0.0 } else { t.label_smoothing };
+    let mut task = Classification::new(num_classes).with_label_smoothing(task_smoothing).with_top_k(t.top_k);
     if let Some(w) = class_weights(&config, &splits, device)? {
         task = task.with_class_weights(w);
     }
@@ -283,6 +285,19 @@ fn train_run(
         .config(serde_json::to_value(&card).expect("the model card serialises"))
         .callback(BackboneFinetuning::new(config.model.freeze_epochs as u64, head))
         .run_dir(run.path());
+    if mixing {
+        let mut mix = MixupCutMix::new(num_classes, t.mixup_alpha, t.cutmix_alpha)?
+            .with_prob(t.mixup_prob)?
+            .with_switch_prob(t.mixup_switch_prob)?
+            .with_label_smoothing(t.label_smoothing)?;
+        if let Some(off) = t.mixup_off_epoch {
+            mix = mix.with_off_epoch(off as u64);
+        }
+        builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
+    }
+    if t.model_ema {
+        builder = builder.callback(model_ema(&config, world_size)?);
+    }
     if let Some(patience) = t.early_stopping_patience {
         builder = builder.callback(EarlyStopping::new(patience));
     }
@@ -323,6 +338,13 @@ fn train_run(
         ));
         (test_acc, test_topk_acc) = (Some(test.top1), Some(test.topk));
     }
+    let ema_best = best_of(&fitted.history, &Monitor::max("ema_val_acc"));
+    if let Some((acc, epoch)) = ema_best {
+        progress.line(&format!(
+            "model EMA: best ema_val_acc {acc:.4} at epoch {epoch} (the raw model's best val_acc {:.4}); the EMA weights are not selected: the best checkpoint, the test split, eval, predict and export use the raw model's weights (the EMA's are in each checkpoint as callbacks.ModelEma.*)",
+            fitted.best.map_or(f64::NAN, |b| b.0)
+        ));
+    }
     let summary = RunSummary {
         run_dir: run.path().to_path_buf(),
         best_val_acc: fitted.best.map_or(f64::NAN, |b| b.0),
@@ -336,6 +358,9 @@ fn train_run(
         classes,
         world_size,
         batch_size: t.batch_size,
+        best_ema_val_acc: ema_best.map(|b| b.0),
+        best_ema_epoch: ema_best.map(|b| b.1),
+        ema_selected: false,
     };
     if main {
         let path = run.summary_path();
@@ -343,4 +368,24 @@ fn train_run(
         std::fs::write(&path, text).map_err(|e| RecipeError::io(&path, e))?;
     }
     Ok(summary)
+}
+
+/// The EMA `train.model_ema*` ask for: torchvision's (`--model-ema-decay` adjusted as its
+/// `train.py` does, every `model_ema_steps` steps of an epoch, copying during the lr warm-up),
+/// or timm's `ModelEmaV3` with its warm-up (`model_ema_warmup`).
+fn model_ema(config: &TrainConfig, world_size: usize) -> Result<ModelEma> {
+    let t = &config.train;
+    let ema = if t.model_ema_warmup {
+        ModelEma::timm(t.model_ema_decay)?.with_warmup(1.0, 2.0 / 3.0)?
+    } else {
+        let decay = ModelEma::torchvision_decay(
+            t.model_ema_decay,
+            t.model_ema_steps,
+            t.batch_size,
+            world_size,
+            t.epochs as u64,
+        );
+        ModelEma::torchvision(decay, t.model_ema_steps)?.with_copy_epochs(config.optim.warmup_epochs as u64)
+    };
+    Ok(ema)
 }
