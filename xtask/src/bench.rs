@@ -112,6 +112,11 @@ const WORKLOADS: &[Workload] = &[
         heavy: true,
     },
     Workload {
+        name: "ema_resnet50",
+        description: "one model-EMA update over resnet50's parameters and buffers (timm's ModelEmaV3 rule, decay 0.9999): `ModelEma::update` (one `_foreach_lerp_` per dtype, `_foreach_copy_` of the integer buffers) vs timm's update with `torch._foreach_lerp_` over `state_dict()`",
+        heavy: false,
+    },
+    Workload {
         name: "checkpoint_resnet50",
         description: "save + load + restore of resnet50 with AdamW state: `torchlight_checkpoint::save` (atomic, fsynced, checksummed) + `Checkpoint::load` + `restore_model` + `restore_optimizer` vs `torch.save` + `torch.load` + `load_state_dict` (model and optimizer)",
         heavy: true,

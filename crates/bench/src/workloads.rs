@@ -44,6 +44,7 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "adamw_resnet34_vs_fused" | "adamw_resnet34_vs_default" => Box::new(AdamWStep::new()?),
         "eval_resnet34_224_b32" => Box::new(Eval::new()?),
         "checkpoint_resnet50" => Box::new(CheckpointIo::new(&env.scratch)?),
+        "ema_resnet50" => Box::new(EmaUpdate::new()?),
         "train_e2e_resnet18_32_w2" => Box::new(EndToEnd::new(env)?),
         other => match crate::allreduce::ALLREDUCE_WORKLOADS.iter().find(|w| w.0 == other) {
             Some(&(_, elements, count)) => crate::allreduce::build(elements, count)?,
@@ -187,6 +188,31 @@ impl AdamWStep {
 impl Workload for AdamWStep {
     fn run(&mut self) -> Result<()> {
         Ok(self.optimizer.step()?)
+    }
+}
+
+/// One model-EMA update over resnet50's parameters and buffers (timm's `ModelEmaV3` rule, a
+/// decay of 0.9999 from the second update on): `ModelEma::update`, one `_foreach_lerp_` over
+/// the floating tensors and a `_foreach_copy_` of the integer ones.
+struct EmaUpdate {
+    model: ResNet,
+    ema: torchlight_train::ModelEma,
+    step: u64,
+}
+
+impl EmaUpdate {
+    fn new() -> Result<Self> {
+        let model = resnet50(1000);
+        let mut ema = torchlight_train::ModelEma::timm(0.9999)?;
+        ema.init(&model);
+        Ok(EmaUpdate { model, ema, step: 0 })
+    }
+}
+
+impl Workload for EmaUpdate {
+    fn run(&mut self) -> Result<()> {
+        self.step += 1;
+        Ok(self.ema.update(&self.model, self.step)?)
     }
 }
 
