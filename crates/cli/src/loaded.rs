@@ -13,11 +13,11 @@ pub struct Loaded {
     pub card: ModelCard,
 }
 
-/// A run folder's best checkpoint (`checkpoints/best`), or `path` itself.
+/// A run folder's selected checkpoint (`checkpoints/best`, or `checkpoints/best_ema` when the
+/// run selected its EMA weights), or `path` itself.
 pub fn checkpoint_dir(path: &Path) -> PathBuf {
-    let best = path.join("checkpoints/best");
-    if best.is_dir() {
-        best
+    if path.join("checkpoints/best").is_dir() {
+        torchlight_recipes::selected_checkpoint(path)
     } else {
         path.to_path_buf()
     }

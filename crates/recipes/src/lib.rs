@@ -34,4 +34,4 @@ pub use error::{RecipeError, Result};
 pub use model::{build_model, model_architecture, pretrained_load_options};
 pub use optimizer::{build_optimizer, build_scheduler};
 pub use run_dir::RunDir;
-pub use summary::RunSummary;
+pub use summary::{selected_checkpoint, RunSummary};

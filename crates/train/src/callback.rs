@@ -1,7 +1,7 @@
 //! `Callback`: code that runs at fixed points of the Trainer's loop (PyTorch Lightning's hook
 //! points), with a saveable state of JSON and tensors; and the `Context` every hook gets.
 
-use crate::error::Result;
+use crate::error::{Result, TrainError};
 use crate::metrics::MetricSet;
 use crate::progress::Progress;
 use crate::record::{history_to_json, EpochRecord};
@@ -213,6 +213,36 @@ impl Context<'_> {
             loop_tensors,
         }
     }
+}
+
+/// Copies `weights` (by state_dict key) into `model`'s tensors in one multi-tensor call and
+/// returns each model tensor with a copy of its raw value, to copy back; an error naming a key
+/// the model lacks or a shape that differs, before anything is changed.
+pub(crate) fn swap_in(
+    model: &dyn torchlight_nn::Module,
+    weights: &[(String, Tensor)],
+) -> Result<Vec<(Tensor, Tensor)>> {
+    let _guard = torchlight_tensor::no_grad();
+    let mut own: std::collections::HashMap<String, Tensor> =
+        torchlight_nn::state_dict(model).into_iter().collect();
+    let mut pairs = Vec::with_capacity(weights.len());
+    for (k, w) in weights {
+        let m = own.remove(k).filter(|m| m.size() == w.size()).ok_or_else(|| TrainError::State {
+            what: "the averaged weights to validate".into(),
+            reason: format!("`{k}` {:?} is not a tensor of that shape in the model", w.size()),
+        })?;
+        pairs.push((m, w));
+    }
+    let raw: Vec<(Tensor, Tensor)> = pairs.iter().map(|(m, _)| (m.shallow_clone(), m.copy())).collect();
+    let (dst, src): (Vec<&Tensor>, Vec<&Tensor>) = pairs.iter().map(|(m, w)| (m, *w)).unzip();
+    torchlight_tensor::foreach_copy_(&dst, &src)?;
+    Ok(raw)
+}
+
+/// Copies back the raw values [`swap_in`] returned.
+pub(crate) fn swap_back(raw: &[(Tensor, Tensor)]) -> Result<()> {
+    let (dst, src): (Vec<&Tensor>, Vec<&Tensor>) = raw.iter().map(|(m, b)| (m, b)).unzip();
+    Ok(torchlight_tensor::foreach_copy_(&dst, &src)?)
 }
 
 /// Code run at fixed points of the loop, like a Lightning `Callback`. Every hook has a default

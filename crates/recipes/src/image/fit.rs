@@ -296,7 +296,12 @@ fn train_run(
         builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
     }
     if t.model_ema {
-        builder = builder.callback(model_ema(&config, world_size)?);
+        let mut ema = model_ema(&config, world_size)?;
+        if main {
+            ema = ema
+                .with_best_checkpoint(run.checkpoints_dir()?.join("best_ema"), Monitor::max("ema_val_acc"));
+        }
+        builder = builder.callback(ema);
     }
     if let Some(patience) = t.early_stopping_patience {
         builder = builder.callback(EarlyStopping::new(patience));
@@ -317,8 +322,27 @@ fn train_run(
     let fitted =
         trainer.fit(model.as_mut(), &task, optimizer.as_mut(), &mut train_loader, Some(&mut val_loader))?;
 
+    // The EMA weights are selected when their best validation accuracy beats the raw model's.
+    let ema_best = best_of(&fitted.history, &Monitor::max("ema_val_acc"));
+    let ema_dir = run.checkpoints_dir()?.join("best_ema");
+    let ema_selected = match (ema_best, fitted.best) {
+        (Some((ema, _)), Some((raw, _))) => ema > raw && ema_dir.join("meta.json").is_file(),
+        _ => false,
+    };
+    if let Some((acc, epoch)) = ema_best {
+        let raw = fitted.best.map_or(f64::NAN, |b| b.0);
+        progress.line(&if ema_selected {
+            format!(
+                "model EMA selected: best ema_val_acc {acc:.4} at epoch {epoch} beats the raw model's {raw:.4}; the test split, eval, predict and export use checkpoints/best_ema"
+            )
+        } else {
+            format!(
+                "model EMA not selected: best ema_val_acc {acc:.4} at epoch {epoch}, the raw model's best val_acc {raw:.4}; outputs use checkpoints/best"
+            )
+        });
+    }
     let (mut test_acc, mut test_topk_acc) = (None, None);
-    let best_dir = run.checkpoints_dir()?.join("best");
+    let best_dir = run.checkpoints_dir()?.join(if ema_selected { "best_ema" } else { "best" });
     if let (Some(test), true) = (splits.test, best_dir.join("meta.json").is_file()) {
         Checkpoint::load(&best_dir)?.restore_model(model.as_ref())?;
         let mut test_loader = sharded_loader(test, &config, false, device, shard)?;
@@ -329,21 +353,15 @@ fn train_run(
             plot_confusion_matrix(&test.confusion, &classes, run.confusion_matrix_path())?;
         }
         progress.line(&format!(
-            "test (best checkpoint, epoch {}): acc {:.4}  top{} {:.4}  on {} images",
-            fitted.best.map_or(0, |b| b.1),
+            "test ({} checkpoint, epoch {}): acc {:.4}  top{} {:.4}  on {} images",
+            if ema_selected { "best EMA" } else { "best" },
+            if ema_selected { ema_best.map_or(0, |b| b.1) } else { fitted.best.map_or(0, |b| b.1) },
             test.top1,
             test.k,
             test.topk,
             test.count
         ));
         (test_acc, test_topk_acc) = (Some(test.top1), Some(test.topk));
-    }
-    let ema_best = best_of(&fitted.history, &Monitor::max("ema_val_acc"));
-    if let Some((acc, epoch)) = ema_best {
-        progress.line(&format!(
-            "model EMA: best ema_val_acc {acc:.4} at epoch {epoch} (the raw model's best val_acc {:.4}); the EMA weights are not selected: the best checkpoint, the test split, eval, predict and export use the raw model's weights (the EMA's are in each checkpoint as callbacks.ModelEma.*)",
-            fitted.best.map_or(f64::NAN, |b| b.0)
-        ));
     }
     let summary = RunSummary {
         run_dir: run.path().to_path_buf(),
@@ -360,7 +378,7 @@ fn train_run(
         batch_size: t.batch_size,
         best_ema_val_acc: ema_best.map(|b| b.0),
         best_ema_epoch: ema_best.map(|b| b.1),
-        ema_selected: false,
+        ema_selected,
     };
     if main {
         let path = run.summary_path();

@@ -164,10 +164,16 @@ fn mixup_cutmix_and_a_model_ema_train_from_the_config() {
     }
     let best_ema = rows.iter().map(|r| r.get("ema_val_acc").unwrap()).fold(f64::MIN, f64::max);
     assert_eq!(summary.best_ema_val_acc, Some(best_ema));
-    assert!(summary.best_ema_epoch.is_some() && !summary.ema_selected);
+    assert!(summary.best_ema_epoch.is_some());
+    // Selected exactly when the EMA's best validation accuracy beats the raw model's; then the
+    // run folder's outputs (test, eval, predict, export) come from checkpoints/best_ema.
+    assert_eq!(summary.ema_selected, best_ema > summary.best_val_acc);
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(written["ema_selected"], false);
+    assert_eq!(written["ema_selected"], summary.ema_selected);
+    let selected = if summary.ema_selected { "checkpoints/best_ema" } else { "checkpoints/best" };
+    assert_eq!(selected_checkpoint(run), run.join(selected));
+    assert!(run.join("checkpoints/best_ema/meta.json").is_file());
     // The EMA covers every parameter and buffer of the ResNet, BatchNorm statistics included.
     let last = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
     let ema: std::collections::BTreeMap<String, tch::Tensor> = last

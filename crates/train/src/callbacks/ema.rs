@@ -3,10 +3,14 @@
 //! `ModelEmaV3` (with its warm-up), updated with multi-tensor kernels, saved in every
 //! checkpoint and validated each epoch next to the raw model.
 
-use crate::callback::{BatchEnd, Callback, Context};
+use crate::callback::{swap_back, swap_in, BatchEnd, Callback, Context};
 use crate::error::{Result, TrainError};
+use crate::record::EpochRecord;
+use crate::task::Monitor;
 use serde_json::json;
+use std::path::PathBuf;
 use tch::{Kind, Tensor};
+use torchlight_checkpoint::{Metric, Progress as Position, Snapshot};
 use torchlight_nn::Module;
 
 /// Whose EMA rule and schedule.
@@ -58,6 +62,10 @@ pub struct ModelEma {
     updates: u64,
     /// The global step when the current epoch began (torchvision counts steps within it).
     epoch_start_step: u64,
+    /// Where the EMA weights of their best epoch go, and by which metric.
+    best_checkpoint: Option<(PathBuf, Monitor)>,
+    /// The best value of that metric so far, with its (1-based) epoch.
+    best: Option<(f64, u64)>,
 }
 
 fn invalid(setting: &str, value: impl ToString, reason: &str) -> TrainError {
@@ -103,6 +111,8 @@ impl ModelEma {
             n_averaged: 0,
             updates: 0,
             epoch_start_step: 0,
+            best_checkpoint: None,
+            best: None,
         }
     }
 
@@ -161,6 +171,20 @@ impl ModelEma {
             *update_after_step = steps;
         }
         self
+    }
+
+    /// Also save the EMA weights as a checkpoint in `dir` (model weights and the run's config,
+    /// no optimizer: what `eval`, `predict` and `export` load) after each epoch whose
+    /// `monitor` (e.g. `ema_val_acc`, larger is better) is the best so far: timm's
+    /// `CheckpointSaver` of the EMA. Add it on the process that writes the run folder only.
+    pub fn with_best_checkpoint(mut self, dir: impl Into<PathBuf>, monitor: Monitor) -> Self {
+        self.best_checkpoint = Some((dir.into(), monitor));
+        self
+    }
+
+    /// The best value of the best-checkpoint monitor so far, with its (1-based) epoch.
+    pub fn best(&self) -> Option<(f64, u64)> {
+        self.best
     }
 
     /// Whether the Trainer validates the EMA weights each epoch (default on).
@@ -384,12 +408,38 @@ impl Callback for ModelEma {
         Ok(())
     }
 
+    fn on_train_epoch_end(&mut self, ctx: &mut Context<'_>, record: &EpochRecord) -> Result<()> {
+        let Some((dir, monitor)) = &self.best_checkpoint else { return Ok(()) };
+        let Some(value) = record.get(&monitor.name) else { return Ok(()) };
+        if !monitor.mode.improves(value, self.best.map(|b| b.0)) || self.ema.is_empty() {
+            return Ok(());
+        }
+        let epoch = record.epoch as u64;
+        let metric = Metric { name: monitor.name.clone(), value, mode: monitor.mode, epoch };
+        let raw = swap_in(ctx.model(), &self.tensor_state())?;
+        let saved = {
+            let mut snapshot = Snapshot::model(ctx.model());
+            snapshot.progress =
+                Position { epoch: ctx.position.epoch, global_step: ctx.position.global_step, batch: 0 };
+            snapshot.metric = Some(metric.clone());
+            snapshot.best = Some(metric);
+            snapshot.config = ctx.saved.config.clone();
+            torchlight_checkpoint::save(dir, &snapshot)
+        };
+        swap_back(&raw)?;
+        saved?;
+        self.best = Some((value, epoch));
+        ctx.annotate("*best ema*");
+        Ok(())
+    }
+
     fn state_dict(&self) -> serde_json::Value {
         json!({
             "n_averaged": self.n_averaged,
             "updates": self.updates,
             "epoch_start_step": self.epoch_start_step,
             "decay": self.decay,
+            "best": self.best.map(|(v, e)| json!({ "value": v, "epoch": e })),
         })
     }
 
@@ -403,6 +453,13 @@ impl Callback for ModelEma {
         self.n_averaged = get("n_averaged")?;
         self.updates = get("updates")?;
         self.epoch_start_step = get("epoch_start_step")?;
+        self.best = match state.get("best") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(b) => Some((
+                b.get("value").and_then(|v| v.as_f64()).unwrap_or(f64::NAN),
+                b.get("epoch").and_then(|v| v.as_u64()).unwrap_or(0),
+            )),
+        };
         Ok(())
     }
 

@@ -333,10 +333,9 @@ where
         let ema_values = match self.validation_weights()? {
             None => Vec::new(),
             Some(weights) => {
-                let raw = swap_in(self.model.as_dyn(), &weights)?;
+                let raw = crate::callback::swap_in(self.model.as_dyn(), &weights)?;
                 let result = self.validation_pass(source, false);
-                let (dst, src): (Vec<&Tensor>, Vec<&Tensor>) = raw.iter().map(|(m, b)| (m, b)).unzip();
-                torchlight_tensor::foreach_copy_(&dst, &src)?;
+                crate::callback::swap_back(&raw)?;
                 result?
             }
         };
@@ -497,27 +496,6 @@ where
         }
         Ok(())
     }
-}
-
-/// Copies `weights` (by state_dict key) into `model`'s tensors in one multi-tensor call and
-/// returns each model tensor with a copy of its raw value, to copy back; an error naming a key
-/// the model lacks or a shape that differs, before anything is changed.
-fn swap_in(model: &dyn torchlight_nn::Module, weights: &[(String, Tensor)]) -> Result<Vec<(Tensor, Tensor)>> {
-    let _guard = torchlight_tensor::no_grad();
-    let mut own: std::collections::HashMap<String, Tensor> =
-        torchlight_nn::state_dict(model).into_iter().collect();
-    let mut pairs = Vec::with_capacity(weights.len());
-    for (k, w) in weights {
-        let m = own.remove(k).filter(|m| m.size() == w.size()).ok_or_else(|| TrainError::State {
-            what: "the averaged weights to validate".into(),
-            reason: format!("`{k}` {:?} is not a tensor of that shape in the model", w.size()),
-        })?;
-        pairs.push((m, w));
-    }
-    let raw: Vec<(Tensor, Tensor)> = pairs.iter().map(|(m, _)| (m.shallow_clone(), m.copy())).collect();
-    let (dst, src): (Vec<&Tensor>, Vec<&Tensor>) = pairs.iter().map(|(m, w)| (m, *w)).unzip();
-    torchlight_tensor::foreach_copy_(&dst, &src)?;
-    Ok(raw)
 }
 
 /// Counts the outputs of finished steps (a window's, or those a deferred non-finite check held

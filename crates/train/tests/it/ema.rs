@@ -102,6 +102,15 @@ type Weights = Vec<(String, Tensor)>;
 /// updated every 2 steps of an epoch, checkpoints every 2 steps; returns the fit and the
 /// final `last` checkpoint's EMA tensors and the model's weights.
 fn ema_run(run: &Path, stop: Option<StopAt>, resume: bool) -> (Result<FitSummary>, Weights, Weights) {
+    ema_run_with(run, stop, resume, true)
+}
+
+fn ema_run_with(
+    run: &Path,
+    stop: Option<StopAt>,
+    resume: bool,
+    with_ema: bool,
+) -> (Result<FitSummary>, Weights, Weights) {
     seed_everything(11);
     let mut model = Mlp::new(4, 16, 3);
     let mut optimizer = adamw(&model, 1e-2);
@@ -114,7 +123,14 @@ fn ema_run(run: &Path, stop: Option<StopAt>, resume: bool) -> (Result<FitSummary
         .progress(Progress::quiet())
         .run_dir(run)
         .checkpoint_every_n_steps(2)
-        .callback(ModelEma::torchvision(0.7, 2).unwrap());
+        .config(serde_json::json!({ "model": "mlp" }));
+    if with_ema {
+        let ema = ModelEma::torchvision(0.7, 2)
+            .unwrap()
+            // A monitor that improves every epoch: best_ema then holds the final EMA.
+            .with_best_checkpoint(run.join("checkpoints/best_ema"), Monitor::max("epoch"));
+        builder = builder.callback(ema);
+    }
     if let Some(stop) = stop {
         builder = builder.callback(stop);
     }
@@ -165,6 +181,20 @@ fn the_ema_resumes_mid_epoch_bit_for_bit_and_is_validated_next_to_the_model() {
     assert!(csv.lines().next().unwrap().contains(",ema_val_loss,ema_val_acc,ema_val_top2,"), "{csv}");
     let back = read_metrics_csv(tmp.path().join("straight/metrics.csv")).unwrap();
     assert_eq!(back[2].ema_val, straight.history[2].ema_val);
+    // The EMA's best epoch is saved with the EMA weights as the model's, and the config.
+    let best_ema =
+        torchlight_checkpoint::Checkpoint::load(tmp.path().join("straight/checkpoints/best_ema")).unwrap();
+    let metric = best_ema.meta.metric.clone().unwrap();
+    assert_eq!((metric.name.as_str(), metric.value, metric.epoch), ("epoch", 3.0, 3));
+    let mut model: Weights =
+        best_ema.model_state().iter().map(|(k, t)| (k.clone(), t.shallow_clone())).collect();
+    model.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_same_weights(&want, &model);
+    assert_eq!(best_ema.meta.config, serde_json::json!({ "model": "mlp" }), "the run's config, for eval");
+    // Observing the weights changes nothing of the training: the raw model ends as without it.
+    let (plain, _, plain_raw) = ema_run_with(&tmp.path().join("plain"), None, false, false);
+    plain.unwrap();
+    assert_same_weights(&want_raw, &plain_raw);
 
     // Ctrl-C at step 4 (mid epoch 2), resume: the EMA ends bit for bit as the straight run's,
     // and the EMA metrics of every epoch are the same.
