@@ -1,7 +1,8 @@
 //! `ModelEma`: 50-step trajectories against torchvision's `ExponentialMovingAverage` and timm's
 //! `ModelEmaV3` update with warm-up (`tests/fixtures/make_ema.py`); in the Trainer, the update
 //! schedule, `ema_val_*` metrics next to the raw model's, and a mid-epoch interrupt + resume
-//! that ends with the EMA bit for bit as a straight run.
+//! of a run with Mixup/CutMix that ends with the EMA (and the weights) bit for bit as a
+//! straight run.
 
 use crate::trainer::{adamw, assert_same_weights, blob_loader, Mlp, StopAt};
 use crate::{temp_dir, torch_rng_lock};
@@ -95,6 +96,15 @@ fn the_decay_follows_torchvisions_script_and_bad_settings_are_named() {
     assert!(err.contains("the model changed"), "{err}");
 }
 
+/// Mixup/CutMix of the blob batches (`[N, 4]` features seen as `[N, 1, 2, 2]` images), so
+/// the resumed run must also mix the rest of its epoch as the straight run did.
+fn mixed_blobs((x, y): (Tensor, Tensor), ctx: &mut BatchContext) -> Result<(Tensor, Tensor)> {
+    let mut mix = MixupCutMix::new(3, 0.4, 1.0)?.with_label_smoothing(0.1)?;
+    let n = x.size()[0];
+    let (x, y) = mix.apply((x.view([n, 1, 2, 2]), y), ctx)?;
+    Ok((x.view([n, 4]), y))
+}
+
 /// Tensors by state_dict key.
 type Weights = Vec<(String, Tensor)>;
 
@@ -123,7 +133,8 @@ fn ema_run_with(
         .progress(Progress::quiet())
         .run_dir(run)
         .checkpoint_every_n_steps(2)
-        .config(serde_json::json!({ "model": "mlp" }));
+        .config(serde_json::json!({ "model": "mlp" }))
+        .batch_transform(mixed_blobs);
     if with_ema {
         let ema = ModelEma::torchvision(0.7, 2)
             .unwrap()
