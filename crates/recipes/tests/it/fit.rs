@@ -187,6 +187,39 @@ fn mixup_cutmix_and_a_model_ema_train_from_the_config() {
     assert_eq!(last.meta.loop_state["callbacks"]["ModelEma"]["updates"], 4);
 }
 
+/// The recipe files in docs/recipes/ parse, validate and train on tiny data (their epochs,
+/// image size and batch shrunk by overrides, as a user's `--set` would).
+#[test]
+fn the_recipe_files_train_on_tiny_data() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [9, 3, 2]);
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/recipes");
+    for name in ["plain", "modern"] {
+        let mut config = TrainConfig::from_toml_file(docs.join(format!("{name}.toml"))).unwrap();
+        config.validate().unwrap_or_else(|e| panic!("{name}.toml as written: {e}"));
+        config.data.root = tmp.path().join("data");
+        config.train.out_dir = tmp.path().join(name);
+        for (key, value) in [
+            ("train.epochs", "2"),
+            ("data.image_size", "32"),
+            ("train.batch_size", "8"),
+            ("data.workers", "0"),
+            ("train.device", "cpu"),
+        ] {
+            config.set(key, value).unwrap();
+        }
+        if config.train.model_ema {
+            config.set("train.model_ema_steps", "2").unwrap();
+        }
+        config.validate().unwrap();
+        let summary = fit(config.clone(), &Progress::quiet()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(summary.epochs, 2, "{name}");
+        assert!(summary.test_acc.is_some_and(|a| (0.0..=1.0).contains(&a)), "{name}");
+        assert_eq!(summary.best_ema_val_acc.is_some(), name == "modern", "{name}");
+    }
+}
+
 #[test]
 fn the_loop_overfits_a_single_batch() {
     // The seed documents' first debugging step, as a test of the loop itself: with
