@@ -217,6 +217,18 @@ class EmaUpdate:
         torch._foreach_lerp_(ema_lerp, model_lerp, weight=1.0 - decay)
 
 
+class MixBatch:
+    """torchvision v2's RandomChoice([MixUp(alpha=0.2), CutMix(alpha=1.0)]) on one batch."""
+
+    def __init__(self):
+        from torchvision.transforms import v2
+        self.x, self.y = inputs(32, 64)
+        self.t = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=10), v2.CutMix(alpha=1.0, num_classes=10)])
+
+    def run(self):
+        return self.t(self.x, self.y)
+
+
 class CheckpointIo:
     def __init__(self, env):
         self.model = models.resnet50(num_classes=1000)
@@ -459,6 +471,8 @@ def build(name, env):
         return CheckpointIo(env)
     if name == "ema_resnet50":
         return EmaUpdate()
+    if name == "mixup_cutmix_64_b32":
+        return MixBatch()
     if name in ALLREDUCE_WORKLOADS:
         return AllReduce(*ALLREDUCE_WORKLOADS[name])
     if name in DDP_WORKLOADS:

@@ -45,6 +45,7 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "eval_resnet34_224_b32" => Box::new(Eval::new()?),
         "checkpoint_resnet50" => Box::new(CheckpointIo::new(&env.scratch)?),
         "ema_resnet50" => Box::new(EmaUpdate::new()?),
+        "mixup_cutmix_64_b32" => Box::new(MixBatch::new()?),
         "train_e2e_resnet18_32_w2" => Box::new(EndToEnd::new(env)?),
         other => match crate::allreduce::ALLREDUCE_WORKLOADS.iter().find(|w| w.0 == other) {
             Some(&(_, elements, count)) => crate::allreduce::build(elements, count)?,
@@ -213,6 +214,29 @@ impl Workload for EmaUpdate {
     fn run(&mut self) -> Result<()> {
         self.step += 1;
         Ok(self.ema.update(&self.model, self.step)?)
+    }
+}
+
+/// Mixup/CutMix of one batch of 32 64x64 images over 10 classes (`MixupCutMix::new(10, 0.2,
+/// 1.0)`, torchvision's `RandomChoice([MixUp(0.2), CutMix(1.0)])`), draws from torch's
+/// generator included.
+struct MixBatch {
+    mix: torchlight_train::MixupCutMix,
+    x: Tensor,
+    y: Tensor,
+}
+
+impl MixBatch {
+    fn new() -> Result<Self> {
+        let (x, y) = inputs(32, 64);
+        Ok(MixBatch { mix: torchlight_train::MixupCutMix::new(10, 0.2, 1.0)?, x, y })
+    }
+}
+
+impl Workload for MixBatch {
+    fn run(&mut self) -> Result<()> {
+        let _ = std::hint::black_box(self.mix.mix(&self.x, &self.y, 0)?);
+        Ok(())
     }
 }
 
