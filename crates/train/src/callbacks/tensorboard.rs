@@ -88,5 +88,7 @@ mod tests {
         assert_eq!(super::tag("acc", "train"), "accuracy/train");
         assert_eq!(super::tag("top5", "val"), "accuracy/val_top5");
         assert_eq!(super::tag("mae", "val"), "mae/val");
+        assert_eq!(super::tag("acc", "ema_val"), "accuracy/ema_val");
+        assert_eq!(super::tag("loss", "ema_val"), "loss/ema_val");
     }
 }
