@@ -220,3 +220,29 @@ fn the_ema_resumes_mid_epoch_bit_for_bit_and_is_validated_next_to_the_model() {
         assert_eq!(a.ema_val, b.ema_val, "epoch {}", a.epoch);
     }
 }
+
+/// `ModelCheckpoint` picks `best` by the EMA's metric as by any other.
+#[test]
+fn a_model_checkpoint_can_monitor_the_emas_metric() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    seed_everything(11);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let (mut train, mut val) = (blob_loader(40, true, 0), blob_loader(24, false, 0));
+    let dir = tmp.path().join("checkpoints");
+    let mut trainer = Trainer::builder()
+        .epochs(3)
+        .seed(11)
+        .progress(Progress::quiet())
+        .callback(ModelEma::timm(0.5).unwrap())
+        .callback(ModelCheckpoint::new(&dir).monitor(Monitor::min("ema_val_loss")))
+        .build()
+        .unwrap();
+    let fitted =
+        trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val)).unwrap();
+    let best = best_of(&fitted.history, &Monitor::min("ema_val_loss")).unwrap();
+    let saved = torchlight_checkpoint::Checkpoint::load(dir.join("best")).unwrap();
+    let metric = saved.meta.metric.unwrap();
+    assert_eq!((metric.name.as_str(), metric.value, metric.epoch), ("ema_val_loss", best.0, best.1));
+}
