@@ -99,6 +99,11 @@ impl Architecture {
         self.layers.map(|f| f(names))
     }
 
+    /// Whether [`layer_ids`](Self::layer_ids) numbers this architecture's layers.
+    pub fn has_layer_groups(&self) -> bool {
+        self.layers.is_some()
+    }
+
     /// The name configs and the command line use.
     pub fn name(&self) -> &'static str {
         self.name

@@ -42,7 +42,7 @@ fn every_built_in_numbers_its_layers_as_timm_does_for_the_same_model() {
 fn an_architecture_without_layer_groups_says_so() {
     let arch =
         torchlight_nn::Architecture::new("test-no-layers", "", |_, _| Ok(Box::new(torchlight_nn::Identity)));
-    assert!(arch.layer_ids(&["a.weight"]).is_none());
+    assert!(arch.layer_ids(&["a.weight"]).is_none() && !arch.has_layer_groups());
     let with = arch.with_layer_groups(torchlight_nn::resnet_layer_ids);
     assert_eq!(with.layer_ids(&["conv1.weight", "fc.weight"]), Some(vec![0, 1]));
 }

@@ -62,6 +62,9 @@ pub const CONFIG_KEYS: &[&str] = &[
     "optim.momentum",
     "optim.betas",
     "optim.warmup_epochs",
+    "optim.norm_weight_decay",
+    "optim.bias_weight_decay",
+    "optim.layer_decay",
     "scheduler.kind",
     "scheduler.step_size",
     "scheduler.milestones",
@@ -274,8 +277,11 @@ pub enum OptimizerKind {
     Sgd,
 }
 
-/// The `[optim]` section. Two parameter groups: the new head at `lr`, the backbone at
-/// `backbone_lr` (after any frozen epochs).
+/// The `[optim]` section. The parameter groups (optim's `ParamGroupBuilder`): the new head at
+/// `lr`, the backbone at `backbone_lr` (after any frozen epochs), each with `weight_decay`
+/// except 1-D parameters (biases, norm weights), which get none; `norm_weight_decay`,
+/// `bias_weight_decay` and `layer_decay` refine this as torchvision's reference recipe and
+/// timm do. `torchlight summary --config FILE` prints the groups a model gets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OptimConfig {
@@ -295,6 +301,20 @@ pub struct OptimConfig {
     pub betas: [f64; 2],
     /// Epochs of linear warm-up from 0 to the group lrs before the scheduler takes over.
     pub warmup_epochs: usize,
+    /// torchvision's `--norm-weight-decay`: the weight decay of every normalisation layer's
+    /// parameters (BatchNorm, LayerNorm, GroupNorm, ...), in groups of their own; `None` (the
+    /// default) leaves them to the 1-D rule (no decay).
+    pub norm_weight_decay: Option<f64>,
+    /// torchvision's `--bias-weight-decay`: the weight decay of every parameter named `bias`
+    /// (norms' too; it wins over `norm_weight_decay`), in groups of their own; `None` (the
+    /// default) leaves them to the other rules.
+    pub bias_weight_decay: Option<f64>,
+    /// timm's `--layer-decay`: layer-wise lr decay in (0, 1]; each layer's lr (the head's
+    /// `lr`, the backbone's `backbone_lr`) is multiplied by `layer_decay ^ (top - layer)`,
+    /// the layers numbered as timm numbers the same model's (one per ResNet, MobileNet,
+    /// EfficientNet, ConvNeXt or ViT block, the stem at 0, the head on top;
+    /// `torchlight_nn::Architecture::layer_ids`). `None` (the default): no layer decay.
+    pub layer_decay: Option<f64>,
 }
 
 impl Default for OptimConfig {
@@ -307,6 +327,9 @@ impl Default for OptimConfig {
             momentum: 0.9,
             betas: [0.9, 0.999],
             warmup_epochs: 0,
+            norm_weight_decay: None,
+            bias_weight_decay: None,
+            layer_decay: None,
         }
     }
 }

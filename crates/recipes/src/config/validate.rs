@@ -104,6 +104,33 @@ impl TrainConfig {
                 invalid("optim.betas", format!("{:?}", o.betas), "each beta must be in [0, 1)")?;
             }
         }
+        if let Some(wd) = o.norm_weight_decay {
+            non_negative("optim.norm_weight_decay", wd)?;
+        }
+        if let Some(wd) = o.bias_weight_decay {
+            non_negative("optim.bias_weight_decay", wd)?;
+        }
+        if let Some(decay) = o.layer_decay {
+            if !(decay > 0.0 && decay <= 1.0) {
+                invalid(
+                    "optim.layer_decay",
+                    decay,
+                    "must be in (0, 1]: each layer below the head trains at this fraction of the lr of the layer above",
+                )?;
+            }
+            if let Some(arch) = torchlight_nn::architecture(&m.name) {
+                if !arch.has_layer_groups() {
+                    invalid(
+                        "optim.layer_decay",
+                        decay,
+                        &format!(
+                            "model {} does not number its layers (register it with Architecture::with_layer_groups)",
+                            m.name
+                        ),
+                    )?;
+                }
+            }
+        }
         if o.warmup_epochs >= t.epochs && o.warmup_epochs > 0 {
             invalid(
                 "optim.warmup_epochs",

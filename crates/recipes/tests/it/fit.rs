@@ -83,6 +83,13 @@ fn fit_on_a_generated_set_learns_and_fills_the_run_folder() {
     for key in ["best_val_acc", "best_epoch", "test_acc", "epochs", "seconds", "train_images_per_s"] {
         assert!(json.get(key).is_some(), "summary.json lacks {key}");
     }
+    // The recipe's four groups: backbone and head, each with and without weight decay.
+    let groups: Vec<&str> =
+        json["param_groups"].as_array().unwrap().iter().map(|g| g["rules"].as_str().unwrap()).collect();
+    assert_eq!(
+        groups,
+        ["weight decay", "no weight decay", "prefix `fc.`, weight decay", "prefix `fc.`, no weight decay"]
+    );
     // The run can be repeated from its folder alone.
     let saved = TrainConfig::from_toml_file(run.join("config.toml")).unwrap();
     assert_eq!(saved.train.epochs, 20);
