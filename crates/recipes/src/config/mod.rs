@@ -55,6 +55,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "model.key_rewrite",
     "model.num_classes",
     "model.freeze_epochs",
+    "model.freeze_bn",
     "optim.optimizer",
     "optim.lr",
     "optim.backbone_lr",
@@ -250,6 +251,11 @@ pub struct ModelConfig {
     /// Epochs during which only the head trains (backbone frozen); 0 trains everything from
     /// the start.
     pub freeze_epochs: usize,
+    /// Keep every BatchNorm fixed for the whole run (timm's `freeze_batch_norm_2d`,
+    /// Lightning's `BaseFinetuning.freeze(train_bn=False)`): running statistics used and never
+    /// updated, weight and bias not trained, also once `freeze_epochs` unfreeze the backbone.
+    /// The fix for fine-tuning with batches too small for good batch statistics. Default off.
+    pub freeze_bn: bool,
 }
 
 impl Default for ModelConfig {
@@ -260,6 +266,7 @@ impl Default for ModelConfig {
             key_rewrite: Vec::new(),
             num_classes: None,
             freeze_epochs: 0,
+            freeze_bn: false,
         }
     }
 }

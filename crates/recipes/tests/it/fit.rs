@@ -266,3 +266,58 @@ fn data_exif_transpose_reaches_every_split_and_the_eval_preprocessing_is_the_con
     let eval = eval_preprocessing(&c);
     assert_eq!((eval.resize, eval.crop), (36, 32), "torchvision's preset at 32 px: 32 * 256 / 224");
 }
+
+#[test]
+fn freeze_bn_keeps_every_batch_norm_bit_for_bit_through_a_frozen_then_unfrozen_fine_tune() {
+    use tch::Tensor;
+    use torchlight_checkpoint::Checkpoint;
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [8, 8, 8]);
+    // Pretrained weights whose BatchNorms hold statistics and affine values of their own.
+    let pretrained = torchlight_nn::resnet18(3);
+    let _g = torchlight_tensor::no_grad();
+    for (name, t) in torchlight_nn::state_dict(&pretrained) {
+        if name.contains("bn") || name.contains("downsample.1") {
+            if name.ends_with("num_batches_tracked") {
+                let _ = t.shallow_clone().fill_(7);
+            } else {
+                t.shallow_clone().copy_(&(Tensor::rand_like(&t) + 0.5));
+            }
+        }
+    }
+    drop(_g);
+    let weights = tmp.path().join("r18.safetensors");
+    torchlight_nn::save_safetensors(&pretrained, &weights).unwrap();
+    let before: std::collections::HashMap<String, Tensor> =
+        torchlight_nn::state_dict(&pretrained).into_iter().collect();
+
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 2);
+    config.model.pretrained = Some(weights);
+    config.model.freeze_epochs = 1;
+    config.model.freeze_bn = true;
+    config.train.batch_size = 4;
+    let summary = fit(config, &Progress::quiet()).unwrap();
+    let trained = Checkpoint::load(summary.run_dir.join("checkpoints/last")).unwrap();
+    let model = torchlight_nn::resnet18(3);
+    trained.restore_model(&model).unwrap();
+    let (mut fixed, mut moved) = (0, 0);
+    for (name, t) in torchlight_nn::state_dict(&model) {
+        if name.starts_with("fc.") {
+            continue; // the new head
+        }
+        let was = &before[&name];
+        if name.contains("bn") || name.contains("downsample.1") {
+            assert!(t.equal(was), "{name} changed under model.freeze_bn");
+            fixed += 1;
+        } else if !t.equal(was) {
+            moved += 1;
+        }
+    }
+    assert_eq!(
+        fixed,
+        20 * 5,
+        "weight, bias, running_mean, running_var, num_batches_tracked of 20 BatchNorms"
+    );
+    assert_eq!(moved, 20, "every convolution of the unfrozen backbone trained in epoch 2");
+}
