@@ -50,6 +50,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.sampler",
     "data.max_image_pixels",
     "data.exif_transpose",
+    "data.ra_reps",
     "model.name",
     "model.pretrained",
     "model.key_rewrite",
@@ -140,6 +141,13 @@ pub struct DataConfig {
     /// taken on its side is upright: the default. `false` decodes as torchvision's loader
     /// does (`Image.open(f).convert("RGB")`, no turning), byte for byte.
     pub exif_transpose: bool,
+    /// torchvision's `--ra-reps` with `--ra-sampler`: above 1, training batches come from its
+    /// repeated-augmentation `RASampler`, each image listed this many times in a row and the
+    /// copies dealt to consecutive ranks (each copy augmented anew), the epoch as long as
+    /// without repeats (`ceil(images / ranks)` per rank; torchvision rounds it down to a
+    /// multiple of 256 images, which would empty an epoch of a small set). 1 (the default)
+    /// draws each image once.
+    pub ra_reps: usize,
 }
 
 /// How training samples are drawn (`data.sampler`).
@@ -206,6 +214,7 @@ impl Default for DataConfig {
             sampler: SamplerKind::Random,
             max_image_pixels: torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS,
             exif_transpose: true,
+            ra_reps: 1,
         }
     }
 }

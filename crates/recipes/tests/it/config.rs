@@ -161,6 +161,8 @@ fn validate_names_the_invalid_field() {
         ("optim.layer_decay", "0", "optim.layer_decay"),
         ("optim.layer_decay", "1.5", "optim.layer_decay"),
         ("optim.layer_decay", "nan", "optim.layer_decay"),
+        ("data.ra_reps", "0", "data.ra_reps"),
+        ("data.ra_reps", "1000", "data.ra_reps"),
     ];
     for (key, value, field) in cases {
         assert_eq!(invalid_field(key, value), field, "{key} = {value}");

@@ -321,3 +321,46 @@ fn freeze_bn_keeps_every_batch_norm_bit_for_bit_through_a_frozen_then_unfrozen_f
     );
     assert_eq!(moved, 20, "every convolution of the unfrozen backbone trained in epoch 2");
 }
+
+#[test]
+fn ra_reps_deals_each_image_to_consecutive_ranks_augmented_anew_and_keeps_the_epoch_length() {
+    use tch::Tensor;
+    use torchlight_data::{RASampler, Sampler};
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [8, 8, 8]);
+    let mut c = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 2);
+    c.data.workers = 0;
+    c.train.batch_size = 2;
+    c.train.seed = 4;
+    let length = |c: &TrainConfig, rank| {
+        sharded_loader(open_splits(c).unwrap().train, c, true, Device::Cpu, Some((rank, 2))).unwrap().len()
+    };
+    let plain = length(&c, 0);
+    c.data.ra_reps = 3;
+    c.validate().unwrap();
+    assert_eq!(length(&c, 0), plain, "the epoch keeps its length");
+    let splits = open_splits(&c).unwrap();
+    let (n, targets) = (torchlight_data::Dataset::len(&splits.train), splits.train_targets());
+    let epoch = |rank| -> Vec<(Tensor, Tensor)> {
+        let mut l =
+            sharded_loader(open_splits(&c).unwrap().train, &c, true, Device::Cpu, Some((rank, 2))).unwrap();
+        l.epoch(1).map(|b| b.unwrap()).collect()
+    };
+    let (rank0, rank1) = (epoch(0), epoch(1));
+    for (rank, batches) in [(0, &rank0), (1, &rank1)] {
+        let order = RASampler::new(n, 2, rank).unwrap().with_seed(4).with_selected_round(0).indices(1);
+        let labels: Vec<i64> = batches.iter().flat_map(|(_, y)| Vec::<i64>::try_from(y).unwrap()).collect();
+        let expected: Vec<i64> = order.iter().map(|&i| targets[i]).collect();
+        assert_eq!(labels, expected, "rank {rank}: torchvision's RASampler order");
+    }
+    // [a, a, a, b, b, b, ...] dealt to 2 ranks: rank 0 gets a, a, b; rank 1 a, b, b. Every
+    // copy of `a` is its own augmentation, on one rank and across ranks.
+    let a0 = rank0[0].0.get(0);
+    assert!(!a0.equal(&rank0[0].0.get(1)), "the repeat on rank 0 is augmented anew");
+    assert!(!a0.equal(&rank1[0].0.get(0)), "the copy on rank 1 is augmented apart");
+
+    c.data.sampler = SamplerKind::Weighted;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("data.ra_reps") && err.contains("weighted"), "{err}");
+}
