@@ -217,7 +217,9 @@ impl<D: Dataset + 'static, C> DataLoaderBuilder<D, C> {
 /// With `num_workers > 0`, worker threads load and stage batches ahead of the consumer (up to
 /// `prefetch * num_workers` batches) and a reorder buffer hands them out in sampler order, so
 /// the batches are identical for every worker count: sample `i` of epoch `e` draws its random
-/// augmentation from `sample_seed(seed, e, i)`. Tensors are built on the iterating thread.
+/// augmentation from `sample_seed(seed, e, i)`, and the `k`-th repeat of it in the same epoch
+/// (a sampler that lists it again: `RASampler`, sampling with replacement) from
+/// `repeat_sample_seed(seed, e, i, k)`, so each copy is augmented anew. Tensors are built on the iterating thread.
 /// Workers share the dataset by reference (no per-worker copy, nothing pickled).
 ///
 /// Dropping an epoch's iterator, or the loader, stops the workers between samples and joins

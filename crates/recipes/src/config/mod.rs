@@ -50,11 +50,13 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.sampler",
     "data.max_image_pixels",
     "data.exif_transpose",
+    "data.ra_reps",
     "model.name",
     "model.pretrained",
     "model.key_rewrite",
     "model.num_classes",
     "model.freeze_epochs",
+    "model.freeze_bn",
     "optim.optimizer",
     "optim.lr",
     "optim.backbone_lr",
@@ -62,6 +64,9 @@ pub const CONFIG_KEYS: &[&str] = &[
     "optim.momentum",
     "optim.betas",
     "optim.warmup_epochs",
+    "optim.norm_weight_decay",
+    "optim.bias_weight_decay",
+    "optim.layer_decay",
     "scheduler.kind",
     "scheduler.step_size",
     "scheduler.milestones",
@@ -136,6 +141,13 @@ pub struct DataConfig {
     /// taken on its side is upright: the default. `false` decodes as torchvision's loader
     /// does (`Image.open(f).convert("RGB")`, no turning), byte for byte.
     pub exif_transpose: bool,
+    /// torchvision's `--ra-reps` with `--ra-sampler`: above 1, training batches come from its
+    /// repeated-augmentation `RASampler`, each image listed this many times in a row and the
+    /// copies dealt to consecutive ranks (each copy augmented anew), the epoch as long as
+    /// without repeats (`ceil(images / ranks)` per rank; torchvision rounds it down to a
+    /// multiple of 256 images, which would empty an epoch of a small set). 1 (the default)
+    /// draws each image once.
+    pub ra_reps: usize,
 }
 
 /// How training samples are drawn (`data.sampler`).
@@ -202,6 +214,7 @@ impl Default for DataConfig {
             sampler: SamplerKind::Random,
             max_image_pixels: torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS,
             exif_transpose: true,
+            ra_reps: 1,
         }
     }
 }
@@ -247,6 +260,11 @@ pub struct ModelConfig {
     /// Epochs during which only the head trains (backbone frozen); 0 trains everything from
     /// the start.
     pub freeze_epochs: usize,
+    /// Keep every BatchNorm fixed for the whole run (timm's `freeze_batch_norm_2d`,
+    /// Lightning's `BaseFinetuning.freeze(train_bn=False)`): running statistics used and never
+    /// updated, weight and bias not trained, also once `freeze_epochs` unfreeze the backbone.
+    /// The fix for fine-tuning with batches too small for good batch statistics. Default off.
+    pub freeze_bn: bool,
 }
 
 impl Default for ModelConfig {
@@ -257,6 +275,7 @@ impl Default for ModelConfig {
             key_rewrite: Vec::new(),
             num_classes: None,
             freeze_epochs: 0,
+            freeze_bn: false,
         }
     }
 }
@@ -274,8 +293,11 @@ pub enum OptimizerKind {
     Sgd,
 }
 
-/// The `[optim]` section. Two parameter groups: the new head at `lr`, the backbone at
-/// `backbone_lr` (after any frozen epochs).
+/// The `[optim]` section. The parameter groups (optim's `ParamGroupBuilder`): the new head at
+/// `lr`, the backbone at `backbone_lr` (after any frozen epochs), each with `weight_decay`
+/// except 1-D parameters (biases, norm weights), which get none; `norm_weight_decay`,
+/// `bias_weight_decay` and `layer_decay` refine this as torchvision's reference recipe and
+/// timm do. `torchlight summary --config FILE` prints the groups a model gets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OptimConfig {
@@ -295,6 +317,20 @@ pub struct OptimConfig {
     pub betas: [f64; 2],
     /// Epochs of linear warm-up from 0 to the group lrs before the scheduler takes over.
     pub warmup_epochs: usize,
+    /// torchvision's `--norm-weight-decay`: the weight decay of every normalisation layer's
+    /// parameters (BatchNorm, LayerNorm, GroupNorm, ...), in groups of their own; `None` (the
+    /// default) leaves them to the 1-D rule (no decay).
+    pub norm_weight_decay: Option<f64>,
+    /// torchvision's `--bias-weight-decay`: the weight decay of every parameter named `bias`
+    /// (norms' too; it wins over `norm_weight_decay`), in groups of their own; `None` (the
+    /// default) leaves them to the other rules.
+    pub bias_weight_decay: Option<f64>,
+    /// timm's `--layer-decay`: layer-wise lr decay in (0, 1]; each layer's lr (the head's
+    /// `lr`, the backbone's `backbone_lr`) is multiplied by `layer_decay ^ (top - layer)`,
+    /// the layers numbered as timm numbers the same model's (one per ResNet, MobileNet,
+    /// EfficientNet, ConvNeXt or ViT block, the stem at 0, the head on top;
+    /// `torchlight_nn::Architecture::layer_ids`). `None` (the default): no layer decay.
+    pub layer_decay: Option<f64>,
 }
 
 impl Default for OptimConfig {
@@ -307,6 +343,9 @@ impl Default for OptimConfig {
             momentum: 0.9,
             betas: [0.9, 0.999],
             warmup_epochs: 0,
+            norm_weight_decay: None,
+            bias_weight_decay: None,
+            layer_decay: None,
         }
     }
 }

@@ -80,6 +80,9 @@ fn is_optional(key: &str) -> bool {
         key,
         "model.pretrained"
             | "model.num_classes"
+            | "optim.norm_weight_decay"
+            | "optim.bias_weight_decay"
+            | "optim.layer_decay"
             | "train.grad_clip"
             | "train.early_stopping_patience"
             | "train.checkpoint_every_steps"
@@ -156,6 +159,9 @@ mod tests {
             c.train.grad_clip = Some(1.0);
             c.train.early_stopping_patience = Some(3);
             c.train.checkpoint_every_steps = Some(100);
+            c.optim.norm_weight_decay = Some(0.0);
+            c.optim.bias_weight_decay = Some(0.0);
+            c.optim.layer_decay = Some(0.75);
             c.scheduler = s;
             let t = toml::Table::try_from(&c).unwrap();
             for (section, v) in t {

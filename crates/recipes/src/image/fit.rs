@@ -6,9 +6,9 @@ use crate::card::ModelCard;
 use crate::config::{ExtendSchedule, TrainConfig};
 use crate::error::{RecipeError, Result};
 use crate::model::{build_model, model_architecture};
-use crate::optimizer::{build_optimizer, build_scheduler};
+use crate::optimizer::{build_optimizer, build_scheduler, param_groups};
 use crate::run_dir::RunDir;
-use crate::summary::RunSummary;
+use crate::summary::{ParamGroupSummary, RunSummary};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tch::{Kind, Tensor};
@@ -261,6 +261,10 @@ fn train_run(
     let mut val_loader = sharded_loader(splits.val, &config, false, device, shard)?;
     let head = model_architecture(&config)?.head();
     let mut model = build_model(&config, num_classes, device)?;
+    let groups = ParamGroupSummary::of(&param_groups(&config, model.as_ref(), head)?);
+    for (i, g) in groups.iter().enumerate() {
+        progress.line(&format!("param group {i}: {g}"));
+    }
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
     let steps_per_epoch = train_loader.len().div_ceil(t.accumulation_steps);
     let span = (t.epochs as u64).saturating_sub(schedule_start).max(1);
@@ -336,6 +340,7 @@ fn train_run(
         classes,
         world_size,
         batch_size: t.batch_size,
+        param_groups: groups,
     };
     if main {
         let path = run.summary_path();

@@ -156,6 +156,13 @@ fn validate_names_the_invalid_field() {
         ("train.batch_size", "1000000", "train.batch_size"),
         ("train.class_weights", "[1.0, -2.0]", "train.class_weights"),
         ("train.checkpoint_every_steps", "0", "train.checkpoint_every_steps"),
+        ("optim.norm_weight_decay", "-1e-5", "optim.norm_weight_decay"),
+        ("optim.bias_weight_decay", "inf", "optim.bias_weight_decay"),
+        ("optim.layer_decay", "0", "optim.layer_decay"),
+        ("optim.layer_decay", "1.5", "optim.layer_decay"),
+        ("optim.layer_decay", "nan", "optim.layer_decay"),
+        ("data.ra_reps", "0", "data.ra_reps"),
+        ("data.ra_reps", "1000", "data.ra_reps"),
     ];
     for (key, value, field) in cases {
         assert_eq!(invalid_field(key, value), field, "{key} = {value}");
