@@ -218,7 +218,7 @@ where
             }
             self.position.batch = index as u64;
             if stepped && self.trainer.settle_before_save(self.position.global_step) {
-                let settled = self.runner.settle(self.model.as_dyn())?;
+                let settled = self.runner.settle(self.model.as_dyn(), &mut *self.optimizer)?;
                 count_outputs(&mut self.metrics, &settled)?;
             }
             let running_loss = self.running_loss(index)?;
@@ -230,7 +230,7 @@ where
             if let Some(signal) = self.trainer.agreed_signal(self.signals.as_ref())? {
                 drop(it);
                 // The checkpoint saved on interrupt counts the last window.
-                let settled = self.runner.settle(self.model.as_dyn())?;
+                let settled = self.runner.settle(self.model.as_dyn(), &mut *self.optimizer)?;
                 count_outputs(&mut self.metrics, &settled)?;
                 return Err(self.interrupt(signal));
             }
@@ -243,7 +243,7 @@ where
         }
         // A deferred non-finite check is read here at the latest: the epoch's metrics, skip
         // count and checkpoint see every step.
-        let settled = self.runner.settle(self.model.as_dyn())?;
+        let settled = self.runner.settle(self.model.as_dyn(), &mut *self.optimizer)?;
         count_outputs(&mut self.metrics, &settled)?;
         self.position.batch = batches;
         Ok(Trained { samples, stall, seconds: 0.0 })
