@@ -200,17 +200,20 @@ where
         let mut index = first;
         while let Some(batch) = it.next() {
             let mut batch = batch?.to_device(self.trainer.device);
+            // The source's position, not the batches received: a batch it left out entirely
+            // (every sample skipped) still counts, so a resume starts after this batch.
+            index = it.consumed().unwrap_or(index + 1);
             if !self.batch_shown {
                 self.batch_shown = true;
                 self.trainer.show_batch(batch.len());
             }
             if let Some(t) = transform.as_deref_mut() {
-                batch = t.apply(batch, &mut BatchContext::new(transform_seed, rank, epoch, index as u64))?;
+                let at = (index as u64).saturating_sub(1);
+                batch = t.apply(batch, &mut BatchContext::new(transform_seed, rank, epoch, at))?;
             }
             self.hook(|c, ctx| c.on_train_batch_start(ctx))?;
             let micro = self.runner.forward_backward(&*self.model, self.task, &batch)?;
             count_outputs(&mut self.metrics, &micro.ready)?;
-            index += 1;
             samples += micro.samples as u64;
             let stepped = micro.window_full || index as u64 == batches;
             if stepped {

@@ -756,3 +756,80 @@ fn a_model_with_two_inputs_trains_through_the_same_task() {
         trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut missing, None).unwrap_err();
     assert_eq!(err.to_string(), "the batch has no input `scale`; it has `x`");
 }
+
+/// The blobs with samples `bad` failing, as unreadable files do.
+struct Holey {
+    blobs: Blobs,
+    bad: std::ops::Range<usize>,
+}
+
+impl Dataset for Holey {
+    type Item = (Array, i64);
+    fn len(&self) -> usize {
+        self.blobs.len()
+    }
+    fn get(&self, index: usize, rng: &mut Rng) -> torchlight_data::Result<(Array, i64)> {
+        if self.bad.contains(&index) {
+            return Err(torchlight_data::DataError::Sample {
+                index,
+                path: None,
+                message: "unreadable".into(),
+            });
+        }
+        self.blobs.get(index, rng)
+    }
+}
+
+/// Two epochs over 40 blobs in batches of 8 (shuffled, 2 workers) where samples 8..16 fail,
+/// under `ErrorPolicy::Skip`; with the batch transform, so the batch index each batch is given
+/// must match too; checkpoints every 2 steps.
+fn holey_run(run: &Path, stop: Option<StopAt>, resume: bool) -> (Result<FitSummary>, Vec<(String, Tensor)>) {
+    seed_everything(11);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let holey = Holey { blobs: Blobs::new(40, 3, 1), bad: 8..16 };
+    // Unshuffled, batch 1 (samples 8..16) fails whole in both epochs.
+    let mut train = DataLoader::builder(holey)
+        .batch_size(8)
+        .num_workers(2)
+        .seed(5)
+        .on_error(torchlight_data::ErrorPolicy::Skip)
+        .build()
+        .unwrap();
+    let mut builder = Trainer::builder()
+        .epochs(2)
+        .seed(11)
+        .progress(Progress::quiet())
+        .run_dir(run)
+        .checkpoint_every_n_steps(2)
+        .batch_transform(noisy);
+    if let Some(stop) = stop {
+        builder = builder.callback(stop);
+    }
+    if resume {
+        builder = builder.resume_from(run.join("checkpoints/last"));
+    }
+    let mut trainer = builder.build().unwrap();
+    let result = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None);
+    (result, weights(&model))
+}
+
+#[test]
+fn a_batch_left_out_by_the_skip_policy_keeps_the_resume_position_exact() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (straight, want) = holey_run(&tmp.path().join("straight"), None, false);
+    assert_eq!(straight.unwrap().global_step, 8, "4 batches of 5 per epoch are yielded");
+    // A crash at step 3 resumes from the step-2 checkpoint. Step 2 is the batch at sampler
+    // index 2 (batch 1 was left out): the checkpoint resumes at index 3, not at the count of
+    // batches received.
+    let run = tmp.path().join("crashed");
+    let (err, _) = holey_run(&run, Some(StopAt { at: 3, signal: false }), false);
+    assert!(err.unwrap_err().to_string().contains("simulated crash"));
+    let saved = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+    let p = saved.meta.progress;
+    assert_eq!((p.epoch, p.batch, p.global_step), (0, 3, 2), "the sampler's position");
+    let (resumed, got) = holey_run(&run, None, true);
+    assert_eq!(resumed.unwrap().global_step, 8);
+    assert_same_weights(&want, &got);
+}
