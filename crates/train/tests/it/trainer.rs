@@ -833,3 +833,48 @@ fn a_batch_left_out_by_the_skip_policy_keeps_the_resume_position_exact() {
     assert_eq!(resumed.unwrap().global_step, 8);
     assert_same_weights(&want, &got);
 }
+
+/// A blob run (3 epochs of 3 steps, checkpoints every 2 steps) with the per-step learning
+/// rate logged (a StepLR scheduler stepped per optimizer step makes it change).
+fn lr_logged_run(run: &Path, stop: Option<StopAt>, resume: bool) -> Result<FitSummary> {
+    seed_everything(11);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let scheduler = torchlight_optim::StepLR::new(&mut optimizer, 1, 0.5).unwrap();
+    let mut train = blob_loader(40, true, 0);
+    let mut builder = Trainer::builder()
+        .epochs(3)
+        .accumulation(2)
+        .seed(11)
+        .progress(Progress::quiet())
+        .run_dir(run)
+        .checkpoint_every_n_steps(2)
+        .lr_scheduler(Box::new(scheduler), Interval::Step)
+        .callback(LearningRateMonitor::new(Interval::Step));
+    if let Some(stop) = stop {
+        builder = builder.callback(stop);
+    }
+    if resume {
+        builder = builder.resume_from(run.join("checkpoints/last"));
+    }
+    let mut trainer = builder.build().unwrap();
+    trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None)
+}
+
+#[test]
+fn a_resumed_run_keeps_the_per_step_points_tensorboard_showed_before_the_checkpoint() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    lr_logged_run(&tmp.path().join("straight"), None, false).unwrap();
+    let (_, want) = crate::tfevents::read_back(&tmp.path().join("straight"));
+    assert_eq!(want["lr/group0"].iter().map(|p| p.0).collect::<Vec<_>>(), (1..=9).collect::<Vec<i64>>());
+    // A crash at step 5 (epoch 2), after the step-4 checkpoint: epoch 1 is done, steps 2 to 4
+    // are before the checkpoint (kept), step 5 after it (dropped, then logged again).
+    let run = tmp.path().join("crashed");
+    let err = lr_logged_run(&run, Some(StopAt { at: 5, signal: false }), false).unwrap_err();
+    assert!(err.to_string().contains("simulated crash"), "{err}");
+    lr_logged_run(&run, None, true).unwrap();
+    let (_, got) = crate::tfevents::read_back(&run);
+    assert_eq!(got["lr/group0"], want["lr/group0"], "every step's lr once, as the straight run's");
+    assert_eq!(got["loss/train"].iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2, 3]);
+}
