@@ -350,6 +350,26 @@ where
             s.step(&mut *self.optimizer)?;
         }
         let epoch = self.position.epoch;
+        if let Some(p) = self.trainer.plateau.as_mut() {
+            let probe = EpochRecord {
+                epoch: epoch as usize + 1,
+                lr,
+                train: train.clone(),
+                val: val.clone(),
+                ..Default::default()
+            };
+            let value = probe.get(&p.monitor).ok_or_else(|| TrainError::InvalidSetting {
+                setting: "plateau_scheduler".into(),
+                value: p.monitor.clone(),
+                reason: format!(
+                    "epoch {} logged no such metric (it has {}{}): ReduceLROnPlateau needs its value every epoch",
+                    epoch + 1,
+                    train.iter().map(|(k, _)| format!("train_{k}")).collect::<Vec<_>>().join(", "),
+                    val.iter().map(|(k, _)| format!(", val_{k}")).collect::<String>(),
+                ),
+            })?;
+            p.scheduler.step(value, &mut *self.optimizer)?;
+        }
         let skipped = self.runner.skipped_steps() - skipped_before;
         if skipped > 0 {
             self.trainer.progress.line(&format!(
@@ -430,6 +450,7 @@ where
                     progress: &trainer.progress,
                     control: &mut self.control,
                     saved: Saved {
+                        plateau: trainer.plateau.as_ref().map(|p| &p.scheduler),
                         callbacks: &self.states,
                         train_metrics: &self.metrics,
                         data_seed: trainer.data_seed,

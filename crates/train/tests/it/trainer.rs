@@ -878,3 +878,100 @@ fn a_resumed_run_keeps_the_per_step_points_tensorboard_showed_before_the_checkpo
     assert_eq!(got["lr/group0"], want["lr/group0"], "every step's lr once, as the straight run's");
     assert_eq!(got["loss/train"].iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2, 3]);
 }
+
+/// A blob run with a ReduceLROnPlateau on `val_loss` in `max` mode (so each better epoch
+/// counts as bad: patience 0 cuts the lr after it), checkpoints every 2 steps. Returns the
+/// summary, the weights and the plateau's final state.
+fn plateau_run(
+    run: &Path,
+    stop: Option<StopAt>,
+    resume: bool,
+) -> (Result<FitSummary>, Vec<(String, Tensor)>, Option<torchlight_optim::ReduceLROnPlateauState>) {
+    use torchlight_optim::{PlateauMode, ReduceLROnPlateau, ReduceLROnPlateauConfig};
+    seed_everything(11);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let config =
+        ReduceLROnPlateauConfig::default().with_mode(PlateauMode::Max).with_patience(0).with_factor(0.5);
+    let plateau = ReduceLROnPlateau::new(&optimizer, config).unwrap();
+    let mut train = blob_loader(40, true, 0);
+    let mut val = blob_loader(24, false, 0);
+    let mut builder = Trainer::builder()
+        .epochs(4)
+        .accumulation(2)
+        .seed(11)
+        .progress(Progress::quiet())
+        .run_dir(run)
+        .checkpoint_every_n_steps(2)
+        .plateau_scheduler(plateau, "val_loss");
+    if let Some(stop) = stop {
+        builder = builder.callback(stop);
+    }
+    if resume {
+        builder = builder.resume_from(run.join("checkpoints/last"));
+    }
+    let mut trainer = builder.build().unwrap();
+    let result = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val));
+    let state = trainer.plateau_scheduler().map(|(p, _)| p.state_dict());
+    (result, weights(&model), state)
+}
+
+#[test]
+fn reduce_lr_on_plateau_steps_on_the_monitored_metric_and_resumes_exactly() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (straight, want, want_state) = plateau_run(&tmp.path().join("straight"), None, false);
+    let straight = straight.unwrap();
+    let lrs: Vec<f64> = straight.history.iter().map(|r| r.lr).collect();
+    assert!(lrs.windows(2).any(|w| w[1] < w[0]), "the plateau cut the lr: {lrs:?}");
+    for (r, next) in straight.history.iter().zip(&straight.history[1..]) {
+        // mode max on a loss: the lr is halved after each epoch whose val_loss is lower than
+        // every epoch's before it, kept otherwise.
+        let best_before = straight.history[..r.epoch - 1]
+            .iter()
+            .map(|e| e.get("val_loss").unwrap())
+            .fold(f64::MIN, f64::max);
+        let better = r.get("val_loss").unwrap() > best_before * (1.0 + 1e-4) || r.epoch == 1;
+        let expected = if better { r.lr } else { r.lr * 0.5 };
+        assert!((next.lr - expected).abs() <= 1e-15, "epoch {} lr {} then {}", r.epoch, r.lr, next.lr);
+    }
+    // A crash at step 5 (epoch 2), resumed from the step-4 checkpoint: the plateau's state
+    // (best, bad epochs, steps) and the lrs it set come back.
+    let run = tmp.path().join("crashed");
+    let (err, _, _) = plateau_run(&run, Some(StopAt { at: 5, signal: false }), false);
+    assert!(err.unwrap_err().to_string().contains("simulated crash"));
+    let saved = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+    assert_eq!(saved.meta.loop_state["plateau"]["last_epoch"], 1, "stepped once, after epoch 1");
+    let (resumed, got, got_state) = plateau_run(&run, None, true);
+    let resumed = resumed.unwrap();
+    assert_same_weights(&want, &got);
+    assert_eq!(got_state, want_state);
+    assert_eq!(resumed.history.iter().map(|r| r.lr).collect::<Vec<_>>(), lrs);
+}
+
+#[test]
+fn reduce_lr_on_plateau_refuses_an_lr_scheduler_beside_it_and_a_metric_never_logged() {
+    use torchlight_optim::{ReduceLROnPlateau, ReduceLROnPlateauConfig};
+    let _lock = torch_rng_lock();
+    seed_everything(3);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let plateau = || ReduceLROnPlateau::new(&optimizer, ReduceLROnPlateauConfig::default()).unwrap();
+    let step = torchlight_optim::StepLR::new(&mut adamw(&model, 1e-2), 1, 0.5).unwrap();
+    let both = Trainer::builder()
+        .lr_scheduler(Box::new(step), Interval::Epoch)
+        .plateau_scheduler(plateau(), "val_loss")
+        .build();
+    let err = both.err().expect("refused").to_string();
+    assert!(err.contains("plateau_scheduler") && err.contains("StepLR"), "{err}");
+    // No validation data: `val_loss` is never logged.
+    let mut trainer = Trainer::builder()
+        .progress(Progress::quiet())
+        .plateau_scheduler(plateau(), "val_loss")
+        .build()
+        .unwrap();
+    let mut train = blob_loader(16, false, 0);
+    let err = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("val_loss") && msg.contains("train_loss"), "{msg}");
+}
