@@ -79,7 +79,9 @@ impl<M: AsDynModule + ?Sized, T: ?Sized> Run<'_, M, T> {
         self.position.epoch = progress.epoch;
         self.position.global_step = progress.global_step;
         self.position.batch = progress.batch;
-        // Rank 0 saved its own partial metrics; the other ranks' count from the resume on.
+        // The saved partial metrics are the world's (reduced over the ranks before the save):
+        // rank 0 takes them, the other ranks count from the resume on, and the epoch's reduce
+        // adds them up.
         if progress.batch > 0 && trainer.is_main() {
             let partial: Vec<(String, Tensor)> = tensors
                 .into_iter()

@@ -32,6 +32,9 @@ pub(super) struct Run<'r, M: ?Sized, T: ?Sized> {
     pub(super) runner: StepRunner,
     /// The epoch's training metrics.
     pub(super) metrics: MetricSet,
+    /// In a distributed run, while the hooks of a mid-epoch save run: the training metrics so
+    /// far reduced over the ranks, which the checkpoint holds instead of rank 0's own.
+    world_metrics: Option<MetricSet>,
     pub(super) position: LoopPosition,
     pub(super) history: Vec<EpochRecord>,
     pub(super) states: CallbackStates,
@@ -89,6 +92,7 @@ where
         };
         let mut run = Run {
             metrics: MetricSet::new(task.metrics(Stage::Train)),
+            world_metrics: None,
             monitor: task.monitor(),
             batch_shown: trainer.distributed.is_none(),
             trainer,
@@ -226,15 +230,21 @@ where
             }
             let running_loss = self.running_loss(index)?;
             let end = BatchEnd { loss: micro.loss, samples: micro.samples, stepped, running_loss };
-            self.hook(|c, ctx| c.on_train_batch_end(ctx, &end))?;
+            if stepped && index < batches as usize && self.trainer.save_due(self.position.global_step) {
+                self.world_metrics = self.reduced_metrics()?;
+            }
+            let ended = self.hook(|c, ctx| c.on_train_batch_end(ctx, &end));
+            self.world_metrics = None;
+            ended?;
             if !stepped {
                 continue;
             }
             if let Some(signal) = self.trainer.agreed_signal(self.signals.as_ref())? {
                 drop(it);
-                // The checkpoint saved on interrupt counts the last window.
+                // The checkpoint saved on interrupt counts the last window, of every rank.
                 let settled = self.runner.settle(self.model.as_dyn(), &mut *self.optimizer)?;
                 count_outputs(&mut self.metrics, &settled)?;
+                self.world_metrics = self.reduced_metrics()?;
                 return Err(self.interrupt(signal));
             }
         }
@@ -250,6 +260,21 @@ where
         count_outputs(&mut self.metrics, &settled)?;
         self.position.batch = batches;
         Ok(Trained { samples, stall, seconds: 0.0 })
+    }
+
+    /// In a distributed run, the epoch's training metrics so far reduced over the ranks (a
+    /// collective: every rank calls it at the same step), leaving this rank's own untouched;
+    /// `None` otherwise.
+    fn reduced_metrics<B>(&self) -> Result<Option<MetricSet>>
+    where
+        B: Batch,
+        T: Task<M, B>,
+    {
+        let Some(d) = self.trainer.distributed.as_deref() else { return Ok(None) };
+        let mut world = MetricSet::new(self.task.metrics(Stage::Train));
+        world.load_state(&self.metrics.state())?;
+        world.reduce(d)?;
+        Ok(Some(world))
     }
 
     /// The running training loss every `log_every` batches (read back then only), stopping the
@@ -452,7 +477,7 @@ where
                     saved: Saved {
                         plateau: trainer.plateau.as_ref().map(|p| &p.scheduler),
                         callbacks: &self.states,
-                        train_metrics: &self.metrics,
+                        train_metrics: self.world_metrics.as_ref().unwrap_or(&self.metrics),
                         data_seed: trainer.data_seed,
                         config: &trainer.config,
                     },
@@ -479,8 +504,13 @@ impl Trainer {
     /// that reached `global_step`: with `on_nonfinite = Skip`, when the run folder's
     /// mid-epoch checkpoint is due, so that it holds the metrics of the step's window.
     fn settle_before_save(&self, global_step: u64) -> bool {
-        self.step.on_nonfinite == NonFiniteAction::Skip
-            && self.checkpoint_every.is_some_and(|n| global_step.is_multiple_of(n))
+        self.step.on_nonfinite == NonFiniteAction::Skip && self.save_due(global_step)
+    }
+
+    /// Whether the run folder's mid-epoch checkpoint is due after the step that reached
+    /// `global_step` (the same answer on every rank).
+    fn save_due(&self, global_step: u64) -> bool {
+        self.checkpoint_every.is_some_and(|n| global_step.is_multiple_of(n))
     }
 
     /// The per-rank and global batch, printed once by rank 0 of a distributed run.
