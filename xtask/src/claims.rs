@@ -1,5 +1,5 @@
-//! Tests that hold claims the README and the facade's manifest make, checked without building
-//! anything (`cargo tree` resolves features only; the rest reads files).
+//! Tests that hold claims the README, the guide and the facade's manifest make, checked
+//! without building anything (`cargo tree` resolves features only; the rest reads files).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -55,4 +55,15 @@ fn the_readme_says_what_plain_cargo_test_does_before_setup() {
     for part in ["torch/torch.h: No such file or directory", "`cargo xtask setup` first"] {
         assert!(said.contains(part), "the README should name {part:?}: {said}");
     }
+}
+
+/// The guide describes the recipe as it is: any registered architecture, not ResNets only.
+#[test]
+fn the_guide_does_not_limit_the_recipe_to_resnets() {
+    let guide = std::fs::read_to_string(root().join("docs/guide.md")).unwrap();
+    let flat = guide.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!flat.contains("ResNet-family"), "docs/guide.md limits the recipe to ResNets");
+    assert!(flat.contains(
+        "`torchlight train` is one recipe (`torchlight_recipes::image`): any registered architecture"
+    ));
 }
