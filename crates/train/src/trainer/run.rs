@@ -5,7 +5,7 @@
 
 use super::evaluate::{eval_loop, eval_step};
 use super::signal::SignalGuard;
-use super::step::{NonFiniteAction, StepRunner};
+use super::step::StepRunner;
 use super::{best_of, AsDynModule, FitSummary, Trainer};
 use crate::batch::Batch;
 use crate::batch_transform::{BatchContext, BatchTransform};
@@ -501,10 +501,12 @@ fn count_outputs(metrics: &mut MetricSet, outputs: &[StepOutput]) -> Result<()> 
 
 impl Trainer {
     /// Whether a deferred non-finite check must be read before the batch-end hooks of the step
-    /// that reached `global_step`: with `on_nonfinite = Skip`, when the run folder's
-    /// mid-epoch checkpoint is due, so that it holds the metrics of the step's window.
+    /// that reached `global_step`: when the run folder's mid-epoch checkpoint is due, so that
+    /// it holds the metrics of the step's window (`on_nonfinite = Skip`) and no fresh state of
+    /// a skipped step, and a bad step stops the run before it is saved (`Stop`). The save
+    /// reads the state back anyway, so the read costs no extra sync.
     fn settle_before_save(&self, global_step: u64) -> bool {
-        self.step.on_nonfinite == NonFiniteAction::Skip && self.save_due(global_step)
+        self.save_due(global_step)
     }
 
     /// Whether the run folder's mid-epoch checkpoint is due after the step that reached

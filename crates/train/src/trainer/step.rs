@@ -64,9 +64,10 @@ pub enum GuardRead {
     /// No read before the step: the flag is computed on the device and handed to the fused
     /// optimizer kernels as `found_inf` (as GradScaler does), which skip a bad update on the
     /// device, and it is read at the next optimizer step, when that step's work is already
-    /// queued, or by [`StepRunner::settle`] (the Trainer calls it at each epoch's end). The
-    /// weights are those of the immediate read; a skipped step is counted, or the run stops
-    /// with the same [`TrainError::NonFinite`], one step later. Optimizers with a non-fused
+    /// queued, or by [`StepRunner::settle`] (the Trainer calls it at each epoch's end and
+    /// before a mid-epoch checkpoint). The weights and the optimizer state are those of the
+    /// immediate read; a skipped step is counted, or the run stops with the same
+    /// [`TrainError::NonFinite`], one step later. Optimizers with a non-fused
     /// group read immediately (their non-fused path would read the flag anyway).
     Deferred,
 }

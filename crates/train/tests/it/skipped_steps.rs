@@ -131,3 +131,64 @@ fn a_skipped_step_leaves_the_optimizer_state_as_pytorchs_grad_scaler_skip_does()
         }
     }
 }
+
+/// In-memory `(coefficients, target)` batches.
+struct Held(Vec<(Tensor, Tensor)>);
+
+struct HeldIter<'a>(std::slice::Iter<'a, (Tensor, Tensor)>);
+
+impl Iterator for HeldIter<'_> {
+    type Item = Result<(Tensor, Tensor)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(x, y)| Ok((x.shallow_clone(), y.shallow_clone())))
+    }
+}
+
+impl EpochBatches<(Tensor, Tensor)> for HeldIter<'_> {
+    fn stall(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+}
+
+impl BatchSource<(Tensor, Tensor)> for Held {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn batches(&mut self, _: u64, first: usize) -> Box<dyn EpochBatches<(Tensor, Tensor)> + '_> {
+        Box::new(HeldIter(self.0[first.min(self.0.len())..].iter()))
+    }
+}
+
+/// With the deferred read and `on_nonfinite = Stop`, a checkpoint due right after the bad
+/// first step is not written with that step's fresh optimizer state (the zero SGD buffer a
+/// resume would then treat as existing): the check is read before the save, and the run
+/// stops there, at that step, as the immediate read does.
+#[test]
+fn a_checkpoint_due_after_a_deferred_bad_step_is_not_saved_with_its_fresh_state() {
+    let t: HashMap<String, Tensor> =
+        Tensor::read_safetensors(fixture("skipped_steps.safetensors")).unwrap().into_iter().collect();
+    let tmp = crate::temp_dir();
+    let mut model = Linear::new(5, 1, false);
+    tch::no_grad(|| model.weight.shallow_clone().copy_(&t["init"].reshape([1, 5])));
+    let mut opt = optimizer("sgd", &model, true);
+    let target = || Tensor::zeros([1], (Kind::Float, Device::Cpu));
+    let mut train = Held((0..3).map(|k| (t["coef"].get(k).reshape([1, 5]), target())).collect());
+    let step = StepConfig { guard_read: GuardRead::Deferred, ..StepConfig::default() };
+    let mut trainer = Trainer::builder()
+        .step_config(step)
+        .progress(Progress::quiet())
+        .run_dir(tmp.path())
+        .checkpoint_every_n_steps(1)
+        .build()
+        .unwrap();
+    let err = trainer.fit(&mut model, &Dot, opt.as_mut(), &mut train, None).unwrap_err();
+    assert!(matches!(err, TrainError::NonFinite { step: 1, .. }), "{err}");
+    let last = tmp.path().join("checkpoints/last");
+    if last.join("meta.json").exists() {
+        let saved = torchlight_checkpoint::Checkpoint::load(&last).unwrap();
+        let state = saved.optimizer_state().expect("an optimizer state");
+        let keys: Vec<&String> = state.tensors.iter().map(|(k, _)| k).collect();
+        assert!(keys.is_empty(), "the skipped first step's state was saved: {keys:?}");
+    }
+    assert!(state_of(opt.as_ref()).is_empty(), "the optimizer keeps no state of the skipped step");
+}
