@@ -134,6 +134,17 @@ impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
         self.batches.len() - self.next_seq
     }
 
+    /// The sampler index of the next batch to load: after a batch is yielded, the epoch's
+    /// batches consumed so far, counting those left out entirely under
+    /// [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip) before it (and the first `first_batch`
+    /// of [`DataLoader::epoch_from`]). This, not the count of batches received, is the
+    /// `first_batch` that resumes the epoch after the last batch received.
+    ///
+    /// [`DataLoader::epoch_from`]: crate::DataLoader::epoch_from
+    pub fn consumed(&self) -> usize {
+        self.next_seq
+    }
+
     fn task(&mut self, seq: usize) -> Task {
         Task {
             generation: self.generation,

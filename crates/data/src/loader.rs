@@ -257,8 +257,8 @@ impl<D: Dataset + 'static, C: Collate<D::Item>> DataLoader<D, C> {
     /// batch: the order and every sample's augmentation depend only on (seed, epoch, index).
     ///
     /// `first_batch` counts the sampler's batches; under [`ErrorPolicy::Skip`] a batch whose
-    /// samples all failed is not yielded by `epoch`, so count the batches a run consumed,
-    /// not the items it received, if it may have skipped some. `first_batch == len()` gives
+    /// samples all failed is not yielded by `epoch`, so count the batches a run consumed
+    /// ([`Epoch::consumed`]), not the items it received, if it may have skipped some. `first_batch == len()` gives
     /// an empty epoch; a larger one yields a single [`DataError::Config`] naming `first_batch`.
     pub fn epoch_from(&mut self, epoch: u64, first_batch: usize) -> Epoch<'_, D, C> {
         let batches = self.batch_sampler.batches(epoch);

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use torchlight_nn::{named_parameters_with_kind, Module};
 use torchlight_optim::{
     Adam, AdamConfig, AdamW, CosineAnnealingLR, LayerIds, LinearLR, LinearLRConfig, LrScheduler, MultiStepLR,
-    OneCycleLR, OneCycleLRConfig, Optimizer, ParamGroupBuilder, ParamGroups, SequentialLR, Sgd, SgdConfig,
-    StepLR,
+    OneCycleLR, OneCycleLRConfig, Optimizer, ParamGroupBuilder, ParamGroups, PlateauMode, ReduceLROnPlateau,
+    ReduceLROnPlateauConfig, SequentialLR, Sgd, SgdConfig, StepLR, ThresholdMode,
 };
 use torchlight_train::Interval;
 
@@ -86,6 +86,43 @@ pub fn build_optimizer(config: &TrainConfig, model: &dyn Module, head: &str) -> 
     })
 }
 
+/// The `ReduceLROnPlateau` of `scheduler.kind = "plateau"` over `optimizer`'s groups, with the
+/// metric it monitors, for [`TrainerBuilder::plateau_scheduler`]; `None` for the other kinds
+/// (whose schedule [`build_scheduler`] makes).
+///
+/// [`TrainerBuilder::plateau_scheduler`]: torchlight_train::TrainerBuilder::plateau_scheduler
+pub fn build_plateau(
+    config: &TrainConfig,
+    optimizer: &dyn Optimizer,
+) -> Result<Option<(ReduceLROnPlateau, String)>> {
+    let SchedulerConfig::Plateau {
+        monitor,
+        mode,
+        factor,
+        patience,
+        threshold,
+        threshold_mode,
+        cooldown,
+        min_lr,
+        eps,
+    } = &config.scheduler
+    else {
+        return Ok(None);
+    };
+    // Checked by TrainConfig::validate; anything else is torch's default.
+    let mode = if mode == "max" { PlateauMode::Max } else { PlateauMode::Min };
+    let threshold_mode = if threshold_mode == "abs" { ThresholdMode::Abs } else { ThresholdMode::Rel };
+    let c = ReduceLROnPlateauConfig::default()
+        .with_mode(mode)
+        .with_factor(*factor)
+        .with_patience(*patience as u64)
+        .with_threshold(*threshold, threshold_mode)
+        .with_cooldown(*cooldown as u64)
+        .with_min_lrs(vec![*min_lr])
+        .with_eps(*eps);
+    Ok(Some((ReduceLROnPlateau::new(optimizer, c)?, monitor.clone())))
+}
+
 /// The lr schedule of `config` over `epochs` epochs (the run's, or the added ones of a
 /// restarted schedule): linear warm-up (if any) then the configured schedule, stepped per
 /// epoch, or OneCycleLR stepped per optimizer step.
@@ -121,6 +158,8 @@ pub fn build_scheduler(
             Some(Box::new(CosineAnnealingLR::new(optimizer, main_epochs, *eta_min)?))
         }
         SchedulerConfig::OneCycle { .. } => unreachable!("handled above"),
+        // Not an lr scheduler: the Trainer's plateau slot (build_plateau).
+        SchedulerConfig::Plateau { .. } => None,
     };
     if warmup == 0 {
         return Ok(main.map(|m| (m, Interval::Epoch)));

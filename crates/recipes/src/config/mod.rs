@@ -75,6 +75,15 @@ pub const CONFIG_KEYS: &[&str] = &[
     "scheduler.pct_start",
     "scheduler.div_factor",
     "scheduler.final_div_factor",
+    "scheduler.monitor",
+    "scheduler.mode",
+    "scheduler.factor",
+    "scheduler.patience",
+    "scheduler.threshold",
+    "scheduler.threshold_mode",
+    "scheduler.cooldown",
+    "scheduler.min_lr",
+    "scheduler.eps",
     "train.epochs",
     "train.batch_size",
     "train.seed",
@@ -393,6 +402,58 @@ pub enum SchedulerConfig {
         #[serde(default = "default_final_div_factor")]
         final_div_factor: f64,
     },
+    /// `ReduceLROnPlateau`: multiply every group's lr by `factor` once `monitor` has not
+    /// improved for more than `patience` epochs, stepped after each validation. The
+    /// parameters are torch's, with its defaults; `monitor` is Lightning's.
+    Plateau {
+        /// The metric it watches: `val_loss` (the default), `val_acc`, `val_top<k>`,
+        /// `train_loss` or `train_acc`.
+        #[serde(default = "default_monitor")]
+        monitor: String,
+        /// `min` (lower is better, the default) or `max`.
+        #[serde(default = "default_plateau_mode")]
+        mode: String,
+        /// The lr is multiplied by this; 0.1, in (0, 1).
+        #[serde(default = "default_gamma")]
+        factor: f64,
+        /// Epochs without improvement tolerated before a cut; 10.
+        #[serde(default = "default_patience")]
+        patience: usize,
+        /// What counts as an improvement (see `threshold_mode`); 1e-4.
+        #[serde(default = "default_threshold")]
+        threshold: f64,
+        /// `rel` (better than `best * (1 -/+ threshold)`, the default) or `abs`.
+        #[serde(default = "default_threshold_mode")]
+        threshold_mode: String,
+        /// Epochs to wait after a cut before counting again; 0.
+        #[serde(default)]
+        cooldown: usize,
+        /// Lower bound of every group's lr; 0.
+        #[serde(default)]
+        min_lr: f64,
+        /// A cut smaller than this is not applied; 1e-8.
+        #[serde(default = "default_plateau_eps")]
+        eps: f64,
+    },
+}
+
+fn default_monitor() -> String {
+    "val_loss".into()
+}
+fn default_plateau_mode() -> String {
+    "min".into()
+}
+fn default_patience() -> usize {
+    10
+}
+fn default_threshold() -> f64 {
+    1e-4
+}
+fn default_threshold_mode() -> String {
+    "rel".into()
+}
+fn default_plateau_eps() -> f64 {
+    1e-8
 }
 
 fn default_step_size() -> usize {
@@ -426,6 +487,7 @@ impl SchedulerConfig {
             SchedulerConfig::MultiStep { .. } => "multistep",
             SchedulerConfig::Cosine { .. } => "cosine",
             SchedulerConfig::OneCycle { .. } => "onecycle",
+            SchedulerConfig::Plateau { .. } => "plateau",
         }
     }
 }

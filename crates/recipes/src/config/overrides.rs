@@ -151,6 +151,17 @@ mod tests {
             SchedulerConfig::MultiStep { milestones: vec![1, 2], gamma: 0.5 },
             SchedulerConfig::Cosine { eta_min: 0.0 },
             SchedulerConfig::OneCycle { pct_start: 0.3, div_factor: 25.0, final_div_factor: 1e4 },
+            SchedulerConfig::Plateau {
+                monitor: "val_loss".into(),
+                mode: "min".into(),
+                factor: 0.1,
+                patience: 10,
+                threshold: 1e-4,
+                threshold_mode: "rel".into(),
+                cooldown: 0,
+                min_lr: 0.0,
+                eps: 1e-8,
+            },
         ];
         for s in schedulers {
             let mut c = TrainConfig::default();

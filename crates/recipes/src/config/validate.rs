@@ -187,6 +187,49 @@ impl TrainConfig {
                     )?;
                 }
             }
+            SchedulerConfig::Plateau {
+                monitor,
+                mode,
+                factor,
+                threshold,
+                threshold_mode,
+                min_lr,
+                eps,
+                ..
+            } => {
+                if !["min", "max"].contains(&mode.as_str()) {
+                    invalid("scheduler.mode", format!("{mode:?}"), "must be \"min\" or \"max\"")?;
+                }
+                if !["rel", "abs"].contains(&threshold_mode.as_str()) {
+                    invalid(
+                        "scheduler.threshold_mode",
+                        format!("{threshold_mode:?}"),
+                        "must be \"rel\" or \"abs\"",
+                    )?;
+                }
+                let top = format!("val_top{}", t.top_k);
+                let known = ["val_loss", "val_acc", top.as_str(), "train_loss", "train_acc"];
+                if !known.contains(&monitor.as_str()) {
+                    invalid(
+                        "scheduler.monitor",
+                        format!("{monitor:?}"),
+                        &format!("must be one of the metrics an epoch logs: {}", known.join(", ")),
+                    )?;
+                }
+                if !(*factor > 0.0 && *factor < 1.0) {
+                    invalid("scheduler.factor", factor, "must be in (0, 1): the lr is multiplied by it")?;
+                }
+                non_negative("scheduler.threshold", *threshold)?;
+                non_negative("scheduler.min_lr", *min_lr)?;
+                non_negative("scheduler.eps", *eps)?;
+                if o.warmup_epochs > 0 {
+                    invalid(
+                        "optim.warmup_epochs",
+                        o.warmup_epochs,
+                        "must be 0 with the plateau scheduler (a warm-up schedule would overwrite its cuts)",
+                    )?;
+                }
+            }
         }
 
         if t.epochs == 0 {

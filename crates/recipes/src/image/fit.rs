@@ -6,7 +6,7 @@ use crate::card::ModelCard;
 use crate::config::{ExtendSchedule, TrainConfig};
 use crate::error::{RecipeError, Result};
 use crate::model::{build_model, model_architecture};
-use crate::optimizer::{build_optimizer, build_scheduler, param_groups};
+use crate::optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 use crate::run_dir::RunDir;
 use crate::summary::{ParamGroupSummary, RunSummary};
 use std::path::{Path, PathBuf};
@@ -269,6 +269,7 @@ fn train_run(
     let steps_per_epoch = train_loader.len().div_ceil(t.accumulation_steps);
     let span = (t.epochs as u64).saturating_sub(schedule_start).max(1);
     let scheduler = build_scheduler(&config, optimizer.as_mut(), steps_per_epoch, span)?;
+    let plateau = build_plateau(&config, optimizer.as_ref())?;
     let card = ModelCard { config: config.clone(), classes: classes.clone(), schedule_start };
     let step = StepConfig {
         amp: t.amp,
@@ -295,6 +296,9 @@ fn train_run(
     }
     if let Some((s, interval)) = scheduler {
         builder = builder.lr_scheduler(s, interval);
+    }
+    if let Some((p, monitor)) = plateau {
+        builder = builder.plateau_scheduler(p, monitor);
     }
     if let Some((last, restore_scheduler)) = resume {
         builder = builder.resume_from(last).restore_scheduler(restore_scheduler);

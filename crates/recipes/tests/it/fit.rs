@@ -364,3 +364,25 @@ fn ra_reps_deals_each_image_to_consecutive_ranks_augmented_anew_and_keeps_the_ep
     let err = c.validate().unwrap_err().to_string();
     assert!(err.contains("data.ra_reps") && err.contains("weighted"), "{err}");
 }
+
+#[test]
+fn the_plateau_scheduler_cuts_the_lr_on_the_monitored_metric() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [16, 8, 0]);
+    let mut c = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 3);
+    c.set("scheduler.kind", "plateau").unwrap();
+    for (k, v) in [("monitor", "\"val_loss\""), ("mode", "\"min\""), ("patience", "0"), ("factor", "0.5")] {
+        c.set(&format!("scheduler.{k}"), v).unwrap();
+    }
+    c.set("scheduler.threshold", "10.0").unwrap();
+    let summary = fit(c, &Progress::quiet()).unwrap();
+    let rows = read_metrics_csv(summary.run_dir.join("metrics.csv")).unwrap();
+    let lrs: Vec<f64> = rows.iter().map(|r| r.lr).collect();
+    // threshold 10 (relative, min): an improvement needs val_loss < -9 * best, which never
+    // holds (not even against the first best, inf, as in torch: -9 * inf is -inf), so every
+    // epoch is bad and with patience 0 halves the lr after it.
+    assert_eq!(lrs, [3e-3, 1.5e-3, 7.5e-4], "{lrs:?}");
+    let last = torchlight_checkpoint::Checkpoint::load(summary.run_dir.join("checkpoints/last")).unwrap();
+    assert_eq!(last.meta.loop_state["plateau"]["last_epoch"], 3);
+}

@@ -9,6 +9,7 @@ mod csv_log;
 mod cuda;
 mod metrics;
 mod plot;
+mod skipped_steps;
 mod tfevents;
 mod trainer;
 
