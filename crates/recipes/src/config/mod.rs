@@ -33,6 +33,8 @@
 mod overrides;
 mod validate;
 
+pub use validate::{MAX_CLASSES, MAX_IMAGE_SIZE};
+
 use crate::error::{RecipeError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,97 @@
+//! A hostile trial of the command line (issue 27): hand-edited sidecars and configs, weight
+//! files that collide or lie, damaged checkpoints, odd caches and closed outputs. Each case is
+//! one clear error (or the right result), never a panic.
+
+use super::harden::{images, tiny_run};
+use super::{fails, ok, s, temp};
+use std::path::Path;
+use torchlight_vision::{EvalPreprocessing, Sample, Transform};
+
+/// `predict`'s JSON probabilities for `image`, by class name.
+fn predicted(model: &Path, image: &str) -> std::collections::HashMap<String, f64> {
+    let out = ok(&["predict", "--checkpoint", &s(model), "--device", "cpu", "--json", "--top-k", "3", image]);
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    json[0]["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["class"].as_str().unwrap().to_string(), t["probability"].as_f64().unwrap()))
+        .collect()
+}
+
+/// An edited TorchScript sidecar is checked against the model (one error naming the sidecar
+/// and the field, never a panic), and its preprocessing is the one `predict` applies: the
+/// probabilities equal the TorchScript module's on inputs made with the sidecar's resize, mean
+/// and std (tolerance 1e-6: the same module on the same input, through softmax).
+#[test]
+fn an_edited_torchscript_sidecar_is_checked_and_used() {
+    let dir = temp("sidecar");
+    let (checkpoint, data) = tiny_run(&dir);
+    let pt = dir.join("model.pt");
+    ok(&["export", "--checkpoint", &s(&checkpoint), "--format", "torchscript", "--out", &s(&pt)]);
+    let sidecar_path = dir.join("model.json");
+    let exported: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&sidecar_path).unwrap()).unwrap();
+    let image = images(&data).into_iter().find(|p| p.ends_with(".png")).unwrap();
+    let edit = |change: &dyn Fn(&mut serde_json::Value)| {
+        let mut sidecar = exported.clone();
+        change(&mut sidecar);
+        std::fs::write(&sidecar_path, serde_json::to_string_pretty(&sidecar).unwrap()).unwrap();
+    };
+    let predict_fails = || fails(&["predict", "--checkpoint", &s(&pt), "--device", "cpu", &image]);
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        ("classes", serde_json::json!(["a", "b"]), "names 2 classes but"),
+        ("classes", serde_json::json!(["a", "b", "c", "d"]), "names 4 classes but"),
+        ("classes", serde_json::json!(["a"]), "names 1 classes but"),
+        ("image_size", serde_json::json!(0), "0 is not a whole number"),
+        ("std", serde_json::json!([0, 0, 0]), "not 3 positive finite numbers"),
+        ("mean", serde_json::json!("0.5"), "not 3 finite numbers"),
+        ("resize_shorter_side", serde_json::json!(-3), "not a whole number"),
+    ];
+    for (field, value, want) in cases {
+        edit(&|j| j[field] = value.clone());
+        let err = predict_fails();
+        assert!(
+            err.contains(&s(&sidecar_path)) && err.contains(&format!("`{field}`")) && err.contains(want),
+            "{field} = {value}: {err}"
+        );
+        if field == "classes" {
+            assert!(err.contains(&format!("{} outputs 3 scores", s(&pt))), "{err}");
+        }
+    }
+
+    // The sidecar's recipe is applied: other resize, mean and std, other probabilities, and
+    // exactly those of the module on inputs built with them.
+    edit(&|_| {});
+    let as_exported = predicted(&pt, &image);
+    let recipe = EvalPreprocessing {
+        resize: 48,
+        mean: [0.25, 0.5, 0.75],
+        std: [0.5, 0.125, 2.0],
+        ..EvalPreprocessing::classification(32)
+    };
+    edit(&|j| {
+        j["resize_shorter_side"] = serde_json::json!(recipe.resize);
+        j["mean"] = serde_json::json!(recipe.mean);
+        j["std"] = serde_json::json!(recipe.std);
+    });
+    let edited = predicted(&pt, &image);
+    let decoded = torchlight_vision::decode_file(&image).unwrap();
+    let mut rng = torchlight_tensor::seed::rng_from_seed(0);
+    let t = recipe.transform().apply(Sample::Image(decoded), &mut rng).unwrap().into_tensor().unwrap();
+    let x = tch::Tensor::from_slice(&t.data).view([1, 3, 32, 32]);
+    let module = torchlight_export::load_torchscript(&pt).unwrap();
+    let probs = tch::no_grad(|| module.forward_ts(&[x]).unwrap()).softmax(-1, tch::Kind::Double);
+    let probs = Vec::<f64>::try_from(probs.squeeze_dim(0)).unwrap();
+    let mut moved = 0.0f64;
+    for (i, class) in ["circle", "cross", "star"].iter().enumerate() {
+        let (got, want) = (edited[*class], probs[i]);
+        assert!(
+            (got - want).abs() <= 1e-6,
+            "{class}: predict {got}, the module on the sidecar's input {want}"
+        );
+        moved = moved.max((got - as_exported[*class]).abs());
+    }
+    assert!(moved > 1e-4, "the edited recipe changes the probabilities ({moved})");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
