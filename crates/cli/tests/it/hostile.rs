@@ -95,3 +95,63 @@ fn an_edited_torchscript_sidecar_is_checked_and_used() {
     assert!(moved > 1e-4, "the edited recipe changes the probabilities ({moved})");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A hand-edited `config.toml` in a run folder is held against the config in the checkpoint's
+/// meta on resume, by the rule `--set` follows there: a changed key outside the changeable few
+/// is refused naming the file, the key and both values (a changed model is blamed on the config,
+/// not reported as missing weights); a changed changeable key is applied.
+#[test]
+fn resume_holds_a_hand_edited_config_to_the_checkpoint() {
+    let dir = temp("edited-config");
+    ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "4"]);
+    let runs = dir.join("runs");
+    ok(&[
+        "train",
+        "--data",
+        &s(&dir.join("data/target")),
+        "--epochs",
+        "1",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "4",
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+        "--out",
+        &s(&runs),
+    ]);
+    let run = runs.join("exp_001");
+    let config_path = run.join("config.toml");
+    let written = std::fs::read_to_string(&config_path).unwrap();
+    let edit = |from: &str, to: &str| {
+        assert!(written.contains(from), "{from} in {written}");
+        std::fs::write(&config_path, written.replacen(from, to, 1)).unwrap();
+    };
+    let resume = ["train", "--resume", &s(&run), "--epochs", "2"];
+    for (from, to, key, values) in [
+        ("image_size = 32", "image_size = 64", "data.image_size", ("64", "32")),
+        ("batch_size = 4", "batch_size = 8", "train.batch_size", ("8", "4")),
+        ("name = \"resnet18\"", "name = \"resnet34\"", "model.name", ("\"resnet34\"", "\"resnet18\"")),
+    ] {
+        edit(from, to);
+        let err = fails(&resume);
+        assert!(
+            err.contains(&s(&config_path))
+                && err.contains(&format!("`{key}` is {} here but {} in the checkpoint", values.0, values.1)),
+            "{key}: {err}"
+        );
+        assert!(!err.contains("missing key"), "{err}");
+    }
+    // The same rule as `--set` on resume.
+    std::fs::write(&config_path, &written).unwrap();
+    let err = fails(&["train", "--resume", &s(&run), "--epochs", "2", "--set", "data.image_size=64"]);
+    assert!(err.contains("data.image_size") && err.contains("start a new run"), "{err}");
+    // A changeable key edited in the file is taken.
+    edit("workers = 0", "workers = 1");
+    ok(&resume);
+    let resumed = std::fs::read_to_string(&config_path).unwrap();
+    assert!(resumed.contains("workers = 1") && resumed.contains("epochs = 2"), "{resumed}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
