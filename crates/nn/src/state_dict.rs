@@ -73,7 +73,7 @@ pub struct LoadOptions {
     /// ImageNet weights into a model with a new head. Applied after the rewrites.
     pub skip_prefixes: Vec<String>,
     /// Rewrites of the weights' keys, tried in order (the first that applies to a key wins),
-    /// before matching.
+    /// before matching. Two keys rewritten onto one are an error naming both.
     pub rewrites: Vec<KeyRewrite>,
     /// After the rewrites, strip a [`WRAPPER_PREFIXES`] prefix that every weight key has and
     /// no model key has (DDP's `module.`, Lightning's `model.`, torch.compile's `_orig_mod.`),
@@ -110,24 +110,44 @@ impl LoadOptions {
     }
 }
 
+/// Tensors under their keys, in file order.
+type Named = Vec<(String, Tensor)>;
+
 /// The weights' keys after `options`' rewrites and wrapper stripping, with what was done
-/// (`"module.=" ...` lines for the report).
+/// (`"module.=" ...` lines for the report). Two weights rewritten onto one key (`backbone.=`
+/// on a file holding both `backbone.conv1.weight` and `conv1.weight`) are an error naming
+/// both, not one of them silently kept.
 fn rewrite_keys(
-    weights: Vec<(String, Tensor)>,
+    weights: Named,
     model_keys: &[String],
     options: &LoadOptions,
-) -> (Vec<(String, Tensor)>, Vec<String>) {
+) -> Result<(Named, Vec<String>)> {
     let mut counts = vec![0usize; options.rewrites.len()];
-    let mut weights: Vec<(String, Tensor)> = weights
-        .into_iter()
-        .map(|(k, t)| match options.rewrites.iter().enumerate().find_map(|(i, r)| Some((i, r.apply(&k)?))) {
+    // Each new key's original key and the rewrite that made it, if one did.
+    let mut origin: HashMap<String, (String, Option<usize>)> = HashMap::new();
+    let mut rewritten = Vec::with_capacity(weights.len());
+    for (k, t) in weights {
+        let found = options.rewrites.iter().enumerate().find_map(|(i, r)| Some((i, r.apply(&k)?)));
+        let (new, by) = match found {
             Some((i, new)) => {
                 counts[i] += 1;
-                (new, t)
+                (new, Some(i))
             }
-            None => (k, t),
-        })
-        .collect();
+            None => (k.clone(), None),
+        };
+        if let Some((other, other_by)) = origin.get(&new) {
+            let by = by.or(*other_by).expect("distinct keys collide only through a rewrite");
+            return Err(NnError::KeyRewrite {
+                spec: options.rewrites[by].to_string(),
+                reason: format!(
+                    "maps both `{other}` and `{k}` onto `{new}`: one key cannot load two weights; rewrite a longer prefix, or skip one"
+                ),
+            });
+        }
+        origin.insert(new.clone(), (k, by));
+        rewritten.push((new, t));
+    }
+    let mut weights = rewritten;
     let mut done: Vec<String> =
         options.rewrites.iter().zip(counts).map(|(r, n)| format!("{r} (given, {n} keys)")).collect();
     while options.strip_wrappers && !weights.is_empty() {
@@ -141,7 +161,7 @@ fn rewrite_keys(
         }
         done.push(format!("{prefix}= ({who}, all {} keys)", weights.len()));
     }
-    (weights, done)
+    Ok((weights, done))
 }
 
 /// A key rewrite that would turn most `unexpected` keys into `missing` ones, as a sentence for
@@ -213,7 +233,7 @@ pub fn load_state_dict(
 ) -> Result<LoadReport> {
     let targets = named_tensors(model);
     let model_keys: Vec<String> = targets.iter().map(|(k, _, _)| k.clone()).collect();
-    let (weights, rewrites) = rewrite_keys(weights, &model_keys, options);
+    let (weights, rewrites) = rewrite_keys(weights, &model_keys, options)?;
     let mut source: HashMap<String, Tensor> = HashMap::new();
     let mut report = LoadReport { rewrites, ..LoadReport::default() };
     for (k, t) in weights {
