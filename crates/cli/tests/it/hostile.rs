@@ -155,3 +155,26 @@ fn resume_holds_a_hand_edited_config_to_the_checkpoint() {
     assert!(resumed.contains("workers = 1") && resumed.contains("epochs = 2"), "{resumed}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--out` naming a file (or a path below one) says so, not "File exists (os error 17)".
+#[test]
+fn an_out_folder_that_is_a_file_is_named() {
+    let dir = temp("out-file");
+    let (_, data) = tiny_run(&dir);
+    let file = dir.join("runs.txt");
+    std::fs::write(&file, b"").unwrap();
+    for out in [file.clone(), file.join("below")] {
+        let err =
+            fails(&["train", "--data", &s(&data), "--epochs", "1", "--device", "cpu", "--out", &s(&out)]);
+        assert!(
+            err.contains(&format!("{}: is a file, not a folder", s(&file))) && !err.contains("os error"),
+            "{err}"
+        );
+        let err = fails(&["demo-data", "--out", &s(&out), "--per-class", "3"]);
+        assert!(
+            err.contains(&format!("{}: is a file, not a folder", s(&file))) && !err.contains("os error"),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
