@@ -178,3 +178,16 @@ fn an_out_folder_that_is_a_file_is_named() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `summary`'s sizes are bounded as training's are: a clear error, not an allocator abort.
+#[test]
+fn summary_sizes_are_bounded() {
+    for (flag, value) in
+        [("--num-classes", "4000000000"), ("--num-classes", "1000001"), ("--image-size", "100000")]
+    {
+        let err = fails(&["summary", "--model", "resnet18", flag, value]);
+        assert!(err.contains(flag) && err.contains(value), "{flag} {value}: {err}");
+    }
+    let err = fails(&["summary", "--image-size", "0"]);
+    assert!(err.contains("--image-size") && err.contains('0'), "{err}");
+}
