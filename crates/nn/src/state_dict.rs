@@ -296,6 +296,15 @@ pub fn read_weights(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
         let io = |error| NnError::Io { path: path.to_path_buf(), error };
         let mut f = std::fs::File::open(path).map_err(io)?;
         let n = f.read(&mut magic).map_err(io)?;
+        if n == 0 {
+            return Err(NnError::Io {
+                path: path.to_path_buf(),
+                error: std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the file is empty (0 bytes), not weights: an interrupted download or save?",
+                ),
+            });
+        }
         if n < 4 {
             return Err(NnError::Safetensors {
                 path: path.to_path_buf(),
@@ -331,8 +340,8 @@ pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>>
     if bytes.len() >= 4 && bytes[..4] == LEGACY_TORCH_MAGIC {
         return Err(bad("this is a PyTorch file in torch.save's legacy format, not safetensors".into()));
     }
-    let file =
-        safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(describe_safetensors(&e, &bytes)))?;
+    let file = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| bad(diagnose_header(&bytes).unwrap_or_else(|| describe_safetensors(&e, &bytes))))?;
     let mut views = file.tensors();
     views.sort_by_key(|(_, view)| view.data().as_ptr() as usize);
     views
@@ -342,6 +351,77 @@ pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>>
             Ok((name, tensor))
         })
         .collect()
+}
+
+/// The dtypes the safetensors reader takes (safetensors 0.3's `Dtype`).
+const SAFETENSORS_DTYPES: &[(&str, usize)] = &[
+    ("BOOL", 1),
+    ("U8", 1),
+    ("I8", 1),
+    ("I16", 2),
+    ("U16", 2),
+    ("F16", 2),
+    ("BF16", 2),
+    ("I32", 4),
+    ("U32", 4),
+    ("F32", 4),
+    ("F64", 8),
+    ("I64", 8),
+    ("U64", 8),
+];
+
+/// What is wrong with a safetensors header, tensor by tensor, where the safetensors crate
+/// says it less precisely (an unknown dtype such as FP8's `F8_E4M3` is "not valid JSON" to it,
+/// and a bad offset is blamed on the tensor after it): the first tensor whose dtype, shape or
+/// offsets are wrong, by name. `None` when the header is not a JSON object of tensors at all,
+/// or nothing is found (the crate's own reason is then given).
+fn diagnose_header(bytes: &[u8]) -> Option<String> {
+    let len = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let json = bytes.get(8..8usize.checked_add(len)?)?;
+    let data = (bytes.len() - 8 - len) as u64;
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(json).ok()?;
+    let mut ranges = Vec::new();
+    for (key, value) in &header {
+        if key == "__metadata__" {
+            continue;
+        }
+        let dtype = value.get("dtype")?.as_str()?;
+        let Some(&(_, size)) = SAFETENSORS_DTYPES.iter().find(|(name, _)| *name == dtype) else {
+            let known: Vec<&str> = SAFETENSORS_DTYPES.iter().map(|(name, _)| *name).collect();
+            return Some(format!(
+                "tensor `{key}` has dtype `{dtype}`, which cannot be read (known: {}){}",
+                known.join(", "),
+                if dtype.starts_with("F8") { "; convert FP8 weights to F16, BF16 or F32 first" } else { "" }
+            ));
+        };
+        let shape: Vec<u64> = serde_json::from_value(value.get("shape")?.clone()).ok()?;
+        let [begin, end]: [u64; 2] = serde_json::from_value(value.get("data_offsets")?.clone()).ok()?;
+        let bytes = shape.iter().try_fold(size as u64, |n, &d| n.checked_mul(d));
+        if end < begin || bytes != Some(end - begin) {
+            return Some(format!(
+                "tensor `{key}`: data_offsets [{begin}, {end}] do not hold the {} bytes of a {dtype} tensor of shape {shape:?}",
+                bytes.map_or("overflowing".to_string(), |b| b.to_string())
+            ));
+        }
+        ranges.push((begin, end, key));
+    }
+    ranges.sort();
+    // Tensors laid end to end past the data are a truncated file (the crate says so); one
+    // tensor out of that line is the one at fault.
+    let total: u64 = ranges.iter().map(|(b, e, _)| e - b).sum();
+    let contiguous = ranges.last().is_some_and(|(_, e, _)| *e == total);
+    if let Some((begin, end, key)) = ranges.iter().find(|(_, e, _)| *e > data).filter(|_| !contiguous) {
+        return Some(format!(
+            "tensor `{key}`: data_offsets [{begin}, {end}] run past the data section's {data} bytes"
+        ));
+    }
+    for pair in ranges.windows(2) {
+        let ((b0, e0, k0), (b1, e1, k1)) = (&pair[0], &pair[1]);
+        if b1 < e0 {
+            return Some(format!("the bytes of tensors `{k0}` [{b0}, {e0}] and `{k1}` [{b1}, {e1}] overlap"));
+        }
+    }
+    None
 }
 
 /// A sentence for each way a safetensors file can be malformed (the crate's own Display is
