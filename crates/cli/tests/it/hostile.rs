@@ -191,3 +191,23 @@ fn summary_sizes_are_bounded() {
     let err = fails(&["summary", "--image-size", "0"]);
     assert!(err.contains("--image-size") && err.contains('0'), "{err}");
 }
+
+/// A value of the wrong type names what is wanted in words, not as a Rust type.
+#[test]
+fn a_wrong_value_type_is_said_in_words() {
+    let dir = temp("value-words");
+    let (_, data) = tiny_run(&dir);
+    let runs = s(&dir.join("runs"));
+    for (set, want) in [
+        ("train.epochs=abc", "expected a whole number (0 or more)"),
+        ("train.epochs=-3", "expected a whole number (0 or more)"),
+        ("optim.lr=abc", "expected a number"),
+    ] {
+        let err = fails(&["train", "--data", &s(&data), "--out", &runs, "--set", set]);
+        assert!(err.contains(want) && !err.contains("usize") && !err.contains("f64"), "{set}: {err}");
+    }
+    std::fs::write(dir.join("bad.toml"), "[train]\nepochs = \"ten\"\n").unwrap();
+    let err = fails(&["train", "--config", &s(&dir.join("bad.toml"))]);
+    assert!(err.contains("bad.toml:2") && err.contains("expected a whole number (0 or more)"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
