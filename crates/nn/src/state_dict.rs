@@ -164,17 +164,23 @@ fn rewrite_keys(
     Ok((weights, done))
 }
 
-/// A key rewrite that would turn most `unexpected` keys into `missing` ones, as a sentence for
-/// the error, when one does: from the longest common dotted suffix of an unexpected and a
-/// missing key (`backbone.layer1.0.conv1.weight` and `layer1.0.conv1.weight` give `backbone.=`).
-fn rewrite_hint(missing: &[String], unexpected: &[String]) -> Option<String> {
+/// A key rewrite that would turn most `unexpected` keys into `missing` ones of the same shape,
+/// as a sentence for the error, when one does: from the longest common dotted suffix of an
+/// unexpected and a missing key of one shape (`backbone.layer1.0.conv1.weight` and
+/// `layer1.0.conv1.weight` give `backbone.=`). A rewrite that would put a tensor into a slot of
+/// another shape is never suggested: the load would fail on it.
+fn rewrite_hint(missing: &[(String, Vec<i64>)], unexpected: &[(String, Vec<i64>)]) -> Option<String> {
     if missing.is_empty() || unexpected.is_empty() {
         return None;
     }
-    let missing_set: std::collections::HashSet<&str> = missing.iter().map(String::as_str).collect();
+    let missing_shapes: HashMap<&str, &Vec<i64>> = missing.iter().map(|(k, s)| (k.as_str(), s)).collect();
+    let fits = |new: &str, shape: &Vec<i64>| missing_shapes.get(new).is_some_and(|s| *s == shape);
     let mut best: Option<(KeyRewrite, usize)> = None;
-    for u in unexpected.iter().take(16) {
-        for m in missing.iter().take(256) {
+    for (u, u_shape) in unexpected.iter().take(16) {
+        for (m, m_shape) in missing.iter().take(256) {
+            if m_shape != u_shape {
+                continue;
+            }
             let (us, ms): (Vec<&str>, Vec<&str>) = (u.split('.').collect(), m.split('.').collect());
             let common = us.iter().rev().zip(ms.iter().rev()).take_while(|(a, b)| a == b).count();
             if common == 0 || (common == us.len() && common == ms.len()) {
@@ -188,7 +194,7 @@ fn rewrite_hint(missing: &[String], unexpected: &[String]) -> Option<String> {
             }
             let hits = unexpected
                 .iter()
-                .filter(|k| candidate.apply(k).is_some_and(|new| missing_set.contains(new.as_str())))
+                .filter(|(k, shape)| candidate.apply(k).is_some_and(|new| fits(&new, shape)))
                 .count();
             if best.as_ref().is_none_or(|(_, n)| hits > *n) {
                 best = Some((candidate, hits));
@@ -258,12 +264,19 @@ pub fn load_state_dict(
             Some(src) => pairs.push((key.clone(), dst, src)),
         }
     }
-    report.unexpected = source.into_keys().collect();
-    report.unexpected.sort();
+    let mut unexpected: Vec<(String, Vec<i64>)> = source.into_iter().map(|(k, t)| (k, t.size())).collect();
+    unexpected.sort();
+    report.unexpected = unexpected.iter().map(|(k, _)| k.clone()).collect();
     if !mismatched.is_empty()
         || (options.strict && !(report.missing.is_empty() && report.unexpected.is_empty()))
     {
-        let hint = rewrite_hint(&report.missing, &report.unexpected);
+        let missing: std::collections::HashSet<&String> = report.missing.iter().collect();
+        let missing: Vec<(String, Vec<i64>)> = targets
+            .iter()
+            .filter(|(k, _, _)| missing.contains(k))
+            .map(|(k, t, _)| (k.clone(), t.size()))
+            .collect();
+        let hint = rewrite_hint(&missing, &unexpected);
         let (missing, unexpected) =
             if options.strict { (report.missing, report.unexpected) } else { (Vec::new(), Vec::new()) };
         return Err(NnError::StateDict { missing, unexpected, mismatched, hint });
