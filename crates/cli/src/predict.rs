@@ -22,7 +22,7 @@ pub struct Args {
     /// could not be classified.
     #[arg(required = true)]
     images: Vec<PathBuf>,
-    /// How many classes to list per image.
+    /// How many classes to list per image (at least 1; more than the model has lists all).
     #[arg(long, default_value_t = 3)]
     top_k: usize,
     /// `auto`, `cpu`, `cuda` or `cuda:N`.
@@ -47,6 +47,9 @@ enum Runner {
 type Outcome = std::result::Result<Vec<(String, f64)>, String>;
 
 pub fn run(args: Args) -> Result<()> {
+    if args.top_k == 0 {
+        bail!("--top-k 0: give how many classes to list per image, at least 1");
+    }
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
     // A file is an exported TorchScript module; a folder is a checkpoint or run folder.
     let (runner, classes, preprocessing, run_limit, exif) = if args.checkpoint.is_file() {

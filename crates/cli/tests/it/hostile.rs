@@ -211,3 +211,42 @@ fn a_wrong_value_type_is_said_in_words() {
     assert!(err.contains("bad.toml:2") && err.contains("expected a whole number (0 or more)"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A standard output that cannot take the results is an error with a non-zero exit: closed
+/// from the start (`>&-`) or full (`> /dev/full`); a reader that leaves early (`| head`) still
+/// ends it quietly (`harden::a_closed_pipe_ends_predict_quietly`). `--top-k 0` is refused.
+#[test]
+fn predict_fails_when_its_output_cannot_be_written() {
+    let dir = temp("closed-stdout");
+    let (checkpoint, data) = tiny_run(&dir);
+    let image = images(&data).remove(0);
+    let args = ["predict", "--checkpoint", &s(&checkpoint), "--device", "cpu", &image];
+    let closed = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec \"$0\" \"$@\" >&-")
+        .arg(env!("CARGO_BIN_EXE_torchlight"))
+        .args(args)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(1), "{said}");
+    assert!(said.contains("standard output is closed") && !said.contains("panicked"), "{said}");
+    let full = std::process::Command::new(env!("CARGO_BIN_EXE_torchlight"))
+        .args(args)
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(1), "{said}");
+    assert!(said.contains("standard output") && said.contains("No space left"), "{said}");
+    // Discarding the output on purpose is not an error.
+    let null = std::process::Command::new(env!("CARGO_BIN_EXE_torchlight"))
+        .args(args)
+        .stdout(std::fs::File::create("/dev/null").unwrap())
+        .output()
+        .unwrap();
+    assert!(null.status.success(), "{}", String::from_utf8_lossy(&null.stderr));
+    let err = fails(&["predict", "--checkpoint", &s(&checkpoint), "--device", "cpu", "--top-k", "0", &image]);
+    assert!(err.contains("--top-k 0") && err.contains("at least 1"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
