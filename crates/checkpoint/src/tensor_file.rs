@@ -284,7 +284,7 @@ fn parse_header(json: &[u8], data: u64) -> std::result::Result<Vec<Entry>, Strin
     entries.sort_by_key(|e| (e.begin, e.end));
     // A tensor placed past the data, when the others do not line up to it (a truncated file
     // does), is the one at fault, not the tensor the gap it left is found before.
-    let total: u64 = entries.iter().map(|e| e.end - e.begin).sum();
+    let total = entries.iter().fold(0u64, |n, e| n.saturating_add(e.end - e.begin));
     if entries.last().is_some_and(|e| e.end != total) {
         if let Some(e) = entries.iter().find(|e| e.end > data) {
             return Err(format!(
@@ -403,6 +403,14 @@ mod tests {
         assert!(err.contains("tensor `fc.bias`: data_offsets [100, 108] run past"), "{err}");
         let err = parse_header(fc("[4,12]").as_bytes(), 48).unwrap_err();
         assert!(err.contains("`fc.bias` [4, 12] and `fc.weight` [8, 48] overlap"), "{err}");
+        // Sizes that add up past u64 are an error, not an overflow.
+        let big = |k: &str| {
+            format!(
+                r#""{k}":{{"dtype":"U8","shape":[9223372036854775807],"data_offsets":[0,9223372036854775807]}}"#
+            )
+        };
+        let huge = format!("{{{},{},{}}}", big("a"), big("b"), big("c"));
+        assert!(parse_header(huge.as_bytes(), 8).is_err());
         let err = parse_header(fc("[48,56]").as_bytes(), 56).unwrap_err();
         assert!(err.contains("the byte offsets of tensor `fc.weight` are invalid"), "a gap before: {err}");
     }

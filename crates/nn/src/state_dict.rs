@@ -421,7 +421,7 @@ fn diagnose_header(bytes: &[u8]) -> Option<String> {
     ranges.sort();
     // Tensors laid end to end past the data are a truncated file (the crate says so); one
     // tensor out of that line is the one at fault.
-    let total: u64 = ranges.iter().map(|(b, e, _)| e - b).sum();
+    let total = ranges.iter().fold(0u64, |n, (b, e, _)| n.saturating_add(e - b));
     let contiguous = ranges.last().is_some_and(|(_, e, _)| *e == total);
     if let Some((begin, end, key)) = ranges.iter().find(|(_, e, _)| *e > data).filter(|_| !contiguous) {
         return Some(format!(

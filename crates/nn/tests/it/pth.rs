@@ -196,6 +196,15 @@ fn bad_safetensors_headers_name_the_tensor_and_the_dtype() {
         assert!(err.contains(name) && err.contains(&reason), "{name}: {err}");
         assert!(!err.contains("not valid JSON"), "{name}: {err}");
     }
+    // Sizes that add up past u64 are an error, not an overflow.
+    let big = |k: &str| {
+        format!(
+            r#""{k}":{{"dtype":"U8","shape":[9223372036854775807],"data_offsets":[0,9223372036854775807]}}"#
+        )
+    };
+    let huge = format!("{{{},{},{}}}", big("a"), big("b"), big("c"));
+    std::fs::write(dir.join("huge.safetensors"), safetensors_bytes(&huge, 8)).unwrap();
+    assert!(read_weights(dir.join("huge.safetensors")).is_err());
     // The intact layout reads.
     std::fs::write(dir.join("fc.safetensors"), safetensors_bytes(&fc("[0,8]"), 48)).unwrap();
     assert_eq!(read_weights(dir.join("fc.safetensors")).unwrap().len(), 2);
