@@ -148,6 +148,22 @@ fn resume_holds_a_hand_edited_config_to_the_checkpoint() {
     std::fs::write(&config_path, &written).unwrap();
     let err = fails(&["train", "--resume", &s(&run), "--epochs", "2", "--set", "data.image_size=64"]);
     assert!(err.contains("data.image_size") && err.contains("start a new run"), "{err}");
+    // Four images a class leave the validation split empty: no epoch has a best checkpoint,
+    // and a command given the run folder says so, naming `last`.
+    let last = run.join("checkpoints/last");
+    let err =
+        fails(&["eval", "--checkpoint", &s(&run), "--data", &s(&dir.join("data/target")), "--device", "cpu"]);
+    assert!(err.contains("no best checkpoint") && err.contains(&s(&last)), "{err}");
+    let err = fails(&[
+        "export",
+        "--checkpoint",
+        &s(&run),
+        "--format",
+        "safetensors",
+        "--out",
+        &s(&dir.join("w.st")),
+    ]);
+    assert!(err.contains("no best checkpoint") && err.contains(&s(&last)), "{err}");
     // A changeable key edited in the file is taken.
     edit("workers = 0", "workers = 1");
     ok(&resume);
