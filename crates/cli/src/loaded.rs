@@ -13,19 +13,28 @@ pub struct Loaded {
     pub card: ModelCard,
 }
 
-/// A run folder's best checkpoint (`checkpoints/best`), or `path` itself.
-pub fn checkpoint_dir(path: &Path) -> PathBuf {
-    let best = path.join("checkpoints/best");
+/// A run folder's best checkpoint (`checkpoints/best`), or `path` itself. A run folder with
+/// no `best` (no epoch had a finite validation score, e.g. an empty validation split) is an
+/// error saying so and naming `last`, not "not a Torchlight checkpoint".
+pub fn checkpoint_dir(path: &Path) -> Result<PathBuf> {
+    let checkpoints = path.join("checkpoints");
+    let best = checkpoints.join("best");
     if best.is_dir() {
-        best
+        Ok(best)
+    } else if checkpoints.join("last").is_dir() {
+        anyhow::bail!(
+            "{}: the run has no best checkpoint (no epoch had a finite validation score: an empty validation split?); pass {} to use the last one",
+            path.display(),
+            checkpoints.join("last").display()
+        )
     } else {
-        path.to_path_buf()
+        Ok(path.to_path_buf())
     }
 }
 
 /// Loads `path` (a checkpoint folder, or a run folder whose `checkpoints/best` is used).
 pub fn load(path: &Path, device: Device) -> Result<Loaded> {
-    let dir = checkpoint_dir(path);
+    let dir = checkpoint_dir(path)?;
     let checkpoint = Checkpoint::load(&dir)?;
     let card = ModelCard::from_checkpoint(&checkpoint)?;
     let model = card.build_model(device)?;

@@ -9,6 +9,7 @@ mod loaded;
 mod out;
 mod predict;
 mod setup;
+mod sidecar;
 mod summary;
 mod train;
 

@@ -7,7 +7,7 @@ use torchlight_nn::{
     architecture, architecture_names, count_parameters, freeze_all_but, summary_table, LayerOptions,
     ModelSpec,
 };
-use torchlight_recipes::{param_groups, ParamGroupSummary, TrainConfig};
+use torchlight_recipes::{param_groups, ParamGroupSummary, TrainConfig, MAX_CLASSES, MAX_IMAGE_SIZE};
 
 /// Options of `torchlight summary`.
 #[derive(clap::Args)]
@@ -17,12 +17,12 @@ pub struct Args {
     /// (default: the config's `model.name`, else resnet18).
     #[arg(long)]
     model: Option<String>,
-    /// Classes of the head (at least 1).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..))]
+    /// Classes of the head (1 to 1000000, the bound `model.num_classes` has in training).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=MAX_CLASSES as i64))]
     num_classes: i64,
     /// Side of the square input (a ViT's position embedding depends on it; default: the
-    /// config's `data.image_size`, else 224).
-    #[arg(long)]
+    /// config's `data.image_size`, else 224); 1 to 8192, the bound of `data.image_size`.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(1..=i64::from(MAX_IMAGE_SIZE)))]
     image_size: Option<i64>,
     /// Freeze everything but the head first, as the first stage of a fine-tune.
     #[arg(long)]

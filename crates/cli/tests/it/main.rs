@@ -7,6 +7,7 @@ mod backbones;
 mod distributed;
 mod doctor;
 mod harden;
+mod hostile;
 mod setup;
 
 fn torchlight(args: &[&str]) -> Output {

@@ -33,6 +33,8 @@
 mod overrides;
 mod validate;
 
+pub use validate::{MAX_CLASSES, MAX_IMAGE_SIZE};
+
 use crate::error::{RecipeError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -619,7 +621,40 @@ impl TrainConfig {
     }
 }
 
-/// A parser message on one line (TOML's syntax errors span several).
+/// A parser message on one line (TOML's syntax errors span several), with serde's Rust type
+/// names in words: "expected usize" is "expected a whole number (0 or more)".
 pub(crate) fn one_line(message: &str) -> String {
-    message.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+    let line = message.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+    plain_types(&line)
+}
+
+/// `expected u64` (and the other integer and float types serde names) in words.
+fn plain_types(message: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        ("usize", "a whole number (0 or more)"),
+        ("u64", "a whole number (0 or more)"),
+        ("u32", "a whole number (0 or more)"),
+        ("u16", "a whole number (0 or more)"),
+        ("u8", "a whole number (0 or more)"),
+        ("i64", "a whole number"),
+        ("i32", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+    ];
+    let mut out = message.to_string();
+    for (rust, words) in WORDS {
+        let pattern = format!("expected {rust}");
+        let mut from = 0;
+        while let Some(i) = out[from..].find(&pattern).map(|i| i + from) {
+            let end = i + pattern.len();
+            if out[end..].chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                from = end;
+                continue;
+            }
+            let replacement = format!("expected {words}");
+            out.replace_range(i..end, &replacement);
+            from = i + replacement.len();
+        }
+    }
+    out
 }
