@@ -3,6 +3,8 @@
 mod artifacts;
 mod bench;
 mod cache;
+#[cfg(test)]
+mod claims;
 mod demo;
 mod dispatch;
 mod distributed;

@@ -10,6 +10,8 @@
 //! derive(base, p+k) = mix(derive(base, p) ^ mix(k + 0x9E3779B97F4A7C15))
 //! epoch_seed(base, epoch)          = derive(base, [STREAM_EPOCH, epoch])
 //! sample_seed(base, epoch, index)  = derive(base, [STREAM_SAMPLE, epoch, index])
+//! repeat_sample_seed(base, epoch, index, k) = sample_seed(..) for k = 0,
+//!                                   else derive(base, [STREAM_SAMPLE, epoch, index, k])
 //! batch_seed(base, rank, epoch, b)  = derive(base, [STREAM_BATCH, rank, epoch, b])
 //! ```
 //!
@@ -71,6 +73,18 @@ pub fn epoch_seed(base: u64, epoch: u64) -> u64 {
 /// The seed of sample `index`'s random transforms in epoch `epoch`.
 pub fn sample_seed(base: u64, epoch: u64, index: u64) -> u64 {
     derive_seed(base, &[STREAM_SAMPLE, epoch, index])
+}
+
+/// The seed of the `repeat`-th occurrence (0-based) of sample `index` in epoch `epoch`'s
+/// order: [`sample_seed`] for the first, a seed of its own for each later one, so a sampler
+/// that lists a sample twice in an epoch (repeated augmentation, sampling with replacement)
+/// gets two augmentations of it, not one twice.
+pub fn repeat_sample_seed(base: u64, epoch: u64, index: u64, repeat: u64) -> u64 {
+    if repeat == 0 {
+        sample_seed(base, epoch, index)
+    } else {
+        derive_seed(base, &[STREAM_SAMPLE, epoch, index, repeat])
+    }
 }
 
 /// The seed of the batch transform for batch `batch` (0-based, within the epoch) of epoch

@@ -72,7 +72,7 @@ impl CheckpointManager {
 
     /// Saves `snapshot` (made after epoch `snapshot.progress.epoch`) with this epoch's metric
     /// value: always as `last`, as `best` when the metric improves, and as an epoch folder when
-    /// keeping epochs. `best` and epoch folders share `last`'s files through hard links.
+    /// keeping epochs. `best` and epoch folders are copies of `last`, sharing no file with it.
     /// Epoch folders beyond the last `keep_epochs` are deleted so that a crash leaves each
     /// either complete or gone, never half-deleted.
     pub fn save(&mut self, snapshot: Snapshot<'_>, value: f64) -> Result<Saved> {
@@ -84,11 +84,11 @@ impl CheckpointManager {
         save(self.last(), &snapshot)?;
         self.best = best;
         if improves {
-            link_copy(&self.last(), &self.best())?;
+            copy_checkpoint(&self.last(), &self.best())?;
         }
         let mut removed = Vec::new();
         if self.keep_epochs > 0 {
-            link_copy(&self.last(), &self.root.join(format!("epoch_{epoch:04}")))?;
+            copy_checkpoint(&self.last(), &self.root.join(format!("epoch_{epoch:04}")))?;
             let mut epochs: Vec<PathBuf> = fs::read_dir(&self.root)
                 .map_err(io(&self.root))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
@@ -119,16 +119,18 @@ impl CheckpointManager {
     }
 }
 
-/// Makes `to` an atomic copy of the checkpoint folder `from`, hard-linking files (they are
-/// never modified in place) and copying where links are not possible.
-fn link_copy(from: &Path, to: &Path) -> Result<()> {
+/// Makes `to` an independent copy of the checkpoint folder `from`, atomically: its files are
+/// copied into a staging folder, synced, and the folder renamed into place (a kill leaves the
+/// old `to` or the new one). Copies, not hard links, so that a file damaged on disk or
+/// overwritten in place damages one checkpoint, never `best` and `last` together. `fs::copy`
+/// is `copy_file_range` on Linux, which a copy-on-write filesystem (Btrfs, XFS) may turn into
+/// a clone sharing the blocks until one is written.
+fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
     let staging = Staging::new(to)?;
     for entry in fs::read_dir(from).map_err(io(from))? {
         let src = entry.map_err(io(from))?.path();
         let dst = staging.dir.join(src.file_name().expect("a file in a folder has a name"));
-        if fs::hard_link(&src, &dst).is_err() {
-            fs::copy(&src, &dst).map_err(io(&dst))?;
-        }
+        fs::copy(&src, &dst).map_err(io(&dst))?;
     }
     staging.commit()
 }

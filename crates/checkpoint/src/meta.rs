@@ -51,12 +51,19 @@ impl MetricMode {
 pub struct Metric {
     /// Its name (`val_acc`).
     pub name: String,
-    /// Its value.
+    /// Its value. NaN (a validation split with no images, a diverged loss) is written as JSON
+    /// `null`, as serde_json writes every non-finite number, and read back as NaN.
+    #[serde(deserialize_with = "nan_from_null")]
     pub value: f64,
     /// Larger or smaller is better.
     pub mode: MetricMode,
     /// The epoch it was measured after.
     pub epoch: u64,
+}
+
+/// A number, or `null` (what serde_json writes for NaN and the infinities) as NaN.
+fn nan_from_null<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::NAN))
 }
 
 /// Where training stands.
@@ -122,4 +129,22 @@ pub struct Meta {
     pub loop_state: serde_json::Value,
     /// Size and checksum of each data file.
     pub files: BTreeMap<String, FileRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint saved after an epoch whose metric was NaN reads back (it was "invalid
+    /// type: null, expected f64", so the run could not be resumed or evaluated).
+    #[test]
+    fn a_nan_metric_survives_the_round_trip() {
+        let metric = Metric { name: "val_acc".into(), value: f64::NAN, mode: MetricMode::Max, epoch: 1 };
+        let text = serde_json::to_string(&metric).unwrap();
+        assert!(text.contains("\"value\":null"), "{text}");
+        let back: Metric = serde_json::from_str(&text).unwrap();
+        assert!(back.value.is_nan() && back.epoch == 1);
+        let finite: Metric = serde_json::from_str(&text.replace("null", "0.5")).unwrap();
+        assert_eq!(finite.value, 0.5);
+    }
 }

@@ -282,6 +282,26 @@ fn parse_header(json: &[u8], data: u64) -> std::result::Result<Vec<Entry>, Strin
         entries.push(Entry { key, kind, shape, begin, end });
     }
     entries.sort_by_key(|e| (e.begin, e.end));
+    // A tensor placed past the data, when the others do not line up to it (a truncated file
+    // does), is the one at fault, not the tensor the gap it left is found before.
+    let total = entries.iter().fold(0u64, |n, e| n.saturating_add(e.end - e.begin));
+    if entries.last().is_some_and(|e| e.end != total) {
+        if let Some(e) = entries.iter().find(|e| e.end > data) {
+            return Err(format!(
+                "tensor `{}`: data_offsets [{}, {}] run past the data section's {data} bytes",
+                e.key, e.begin, e.end
+            ));
+        }
+    }
+    for pair in entries.windows(2) {
+        let (p, e) = (&pair[0], &pair[1]);
+        if e.begin < p.end {
+            return Err(format!(
+                "the bytes of tensors `{}` [{}, {}] and `{}` [{}, {}] overlap",
+                p.key, p.begin, p.end, e.key, e.begin, e.end
+            ));
+        }
+    }
     let mut at = 0;
     for e in &entries {
         if e.begin != at {
@@ -367,5 +387,31 @@ mod tests {
             .unwrap_err()
             .contains("do not cover the data section"));
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A bad offset is reported against the tensor that has it, not the neighbour whose
+    /// start the gap it left is found at.
+    #[test]
+    fn a_bad_offset_is_blamed_on_its_tensor() {
+        let fc = |bias: &str| {
+            format!(
+                r#"{{"fc.bias":{{"dtype":"F32","shape":[2],"data_offsets":{bias}}},"fc.weight":{{"dtype":"F32","shape":[2,5],"data_offsets":[8,48]}}}}"#
+            )
+        };
+        assert_eq!(parse_header(fc("[0,8]").as_bytes(), 48).unwrap().len(), 2);
+        let err = parse_header(fc("[100,108]").as_bytes(), 48).unwrap_err();
+        assert!(err.contains("tensor `fc.bias`: data_offsets [100, 108] run past"), "{err}");
+        let err = parse_header(fc("[4,12]").as_bytes(), 48).unwrap_err();
+        assert!(err.contains("`fc.bias` [4, 12] and `fc.weight` [8, 48] overlap"), "{err}");
+        // Sizes that add up past u64 are an error, not an overflow.
+        let big = |k: &str| {
+            format!(
+                r#""{k}":{{"dtype":"U8","shape":[9223372036854775807],"data_offsets":[0,9223372036854775807]}}"#
+            )
+        };
+        let huge = format!("{{{},{},{}}}", big("a"), big("b"), big("c"));
+        assert!(parse_header(huge.as_bytes(), 8).is_err());
+        let err = parse_header(fc("[48,56]").as_bytes(), 56).unwrap_err();
+        assert!(err.contains("the byte offsets of tensor `fc.weight` are invalid"), "a gap before: {err}");
     }
 }

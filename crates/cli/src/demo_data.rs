@@ -1,6 +1,6 @@
 //! `torchlight demo-data`: the synthetic sets of the transfer-learning demo.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use std::path::PathBuf;
 use torchlight_recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
 
@@ -20,6 +20,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(file) = args.out.ancestors().find(|p| p.is_file()) {
+        bail!(
+            "{}: is a file, not a folder; --out names the folder to write the image sets into",
+            file.display()
+        );
+    }
     let n = args.per_class;
     let source = SyntheticSpec {
         shapes: vec![Shape::Circle, Shape::Square, Shape::Triangle, Shape::Cross, Shape::Bar],

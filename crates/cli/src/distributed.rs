@@ -81,6 +81,14 @@ mod imp {
     }
 }
 
+/// What `--version` says of data-parallel training in this build.
+pub const BUILT_IN: &str = if cfg!(feature = "distributed") {
+    "built in (train --nproc N, or ranks started by torchrun or srun)"
+} else {
+    "not built in (train --nproc needs `cargo install torchlight-cli --features distributed`, with gloo's headers: \
+     `apt-get install libgloo-dev`)"
+};
+
 /// Starts `nproc` local ranks of this command (without `--nproc`) and waits for them.
 pub fn launch(nproc: usize) -> Result<()> {
     imp::launch(nproc, args_without_nproc())

@@ -72,7 +72,7 @@ pub fn run(args: Args) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
         Format::Safetensors => {
-            torchlight_checkpoint::export_weights(checkpoint_dir(&args.checkpoint), &args.out)?;
+            torchlight_checkpoint::export_weights(checkpoint_dir(&args.checkpoint)?, &args.out)?;
         }
     }
     outln!("wrote {}", args.out.display())?;

@@ -9,6 +9,7 @@ mod loaded;
 mod out;
 mod predict;
 mod setup;
+mod sidecar;
 mod summary;
 mod train;
 
@@ -43,9 +44,14 @@ enum Command {
 }
 
 /// `torchlight --version`'s text: the version, then the JPEG decoder in use (which decides
-/// whether JPEGs decode exactly as PIL does).
+/// whether JPEGs decode exactly as PIL does) and whether `train --nproc` is built in.
 fn long_version() -> &'static str {
-    let text = format!("{}\nJPEG decoder: {}", env!("CARGO_PKG_VERSION"), torchlight_vision::jpeg_decoder());
+    let text = format!(
+        "{}\nJPEG decoder: {}\ndistributed: {}",
+        env!("CARGO_PKG_VERSION"),
+        torchlight_vision::jpeg_decoder(),
+        distributed::BUILT_IN
+    );
     Box::leak(text.into_boxed_str())
 }
 

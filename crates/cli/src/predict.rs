@@ -2,16 +2,14 @@
 
 use crate::loaded::load;
 use crate::outln;
-use anyhow::{anyhow, bail, Context, Result};
-use serde::Deserialize;
+use crate::sidecar::Sidecar;
+use anyhow::{anyhow, bail, Result};
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 use torchlight_export::load_torchscript;
 use torchlight_recipes::image::eval_preprocessing;
 use torchlight_tensor::{no_grad, seed::rng_from_seed, DeviceSpec};
-use torchlight_vision::{
-    decode_file_with, DecodeOptions, EvalPreprocessing, Sample, Transform, DEFAULT_MAX_IMAGE_PIXELS,
-};
+use torchlight_vision::{decode_file_with, DecodeOptions, Sample, Transform, DEFAULT_MAX_IMAGE_PIXELS};
 
 /// Options of `torchlight predict`.
 #[derive(clap::Args)]
@@ -24,7 +22,7 @@ pub struct Args {
     /// could not be classified.
     #[arg(required = true)]
     images: Vec<PathBuf>,
-    /// How many classes to list per image.
+    /// How many classes to list per image (at least 1; more than the model has lists all).
     #[arg(long, default_value_t = 3)]
     top_k: usize,
     /// `auto`, `cpu`, `cuda` or `cuda:N`.
@@ -40,20 +38,6 @@ pub struct Args {
     json: bool,
 }
 
-/// The sidecar `torchlight export` writes next to a TorchScript file.
-#[derive(Deserialize)]
-pub struct Sidecar {
-    pub classes: Vec<String>,
-    pub image_size: usize,
-    /// The pixel limit of the run it was exported from (absent in older sidecars).
-    #[serde(default)]
-    pub max_image_pixels: Option<u64>,
-    /// Whether the run turned images by their EXIF orientation (absent in older sidecars:
-    /// they did).
-    #[serde(default)]
-    pub exif_transpose: Option<bool>,
-}
-
 enum Runner {
     Native(Box<crate::loaded::Loaded>),
     Script(tch::CModule),
@@ -63,20 +47,18 @@ enum Runner {
 type Outcome = std::result::Result<Vec<(String, f64)>, String>;
 
 pub fn run(args: Args) -> Result<()> {
+    if args.top_k == 0 {
+        bail!("--top-k 0: give how many classes to list per image, at least 1");
+    }
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
     // A file is an exported TorchScript module; a folder is a checkpoint or run folder.
     let (runner, classes, preprocessing, run_limit, exif) = if args.checkpoint.is_file() {
         let mut module = load_torchscript(&args.checkpoint)?;
-        let sidecar_path = args.checkpoint.with_extension("json");
-        let text = std::fs::read_to_string(&sidecar_path).with_context(|| {
-            format!("{}: the TorchScript file's sidecar is needed for class names", sidecar_path.display())
-        })?;
-        let sidecar: Sidecar =
-            serde_json::from_str(&text).with_context(|| format!("{}", sidecar_path.display()))?;
+        let sidecar = Sidecar::of(&args.checkpoint)?;
         module.to(device, Kind::Float, false);
-        let preprocessing = EvalPreprocessing::classification(sidecar.image_size);
+        check_outputs(&module, &sidecar, &args.checkpoint, device)?;
         let exif = sidecar.exif_transpose.unwrap_or(true);
-        (Runner::Script(module), sidecar.classes, preprocessing, sidecar.max_image_pixels, exif)
+        (Runner::Script(module), sidecar.classes, sidecar.preprocessing, sidecar.max_image_pixels, exif)
     } else {
         let loaded = load(&args.checkpoint, device)?;
         let config = &loaded.card.config;
@@ -146,6 +128,40 @@ pub fn run(args: Args) -> Result<()> {
         bail!("{failed} of {} images could not be classified", args.images.len());
     }
     Ok(())
+}
+
+/// Runs the TorchScript `module` once on a zero `[1, 3, S, S]` input (S the sidecar's
+/// `image_size`) and checks that it gives one score per class the sidecar names, so an edited
+/// sidecar is one error naming it, not an index out of range per image.
+fn check_outputs(module: &tch::CModule, sidecar: &Sidecar, model: &Path, device: Device) -> Result<()> {
+    let side = sidecar.image_size() as i64;
+    let x = Tensor::zeros([1, 3, side, side], (Kind::Float, device));
+    let y = {
+        let _g = no_grad();
+        module.forward_ts(&[x]).map_err(|e| {
+            let e = e.to_string();
+            let first = e.lines().next().unwrap_or_default();
+            anyhow!(
+                "{}: the model does not take the [1, 3, {side}, {side}] input its sidecar {} describes (field `image_size`): {first}",
+                model.display(),
+                sidecar.path.display()
+            )
+        })?
+    };
+    let outputs = y.size();
+    match outputs[..] {
+        [1, n] if n as usize == sidecar.classes.len() => Ok(()),
+        [1, n] => bail!(
+            "{}: field `classes` names {} classes but {} outputs {n} scores",
+            sidecar.path.display(),
+            sidecar.classes.len(),
+            model.display()
+        ),
+        _ => bail!(
+            "{}: outputs a {outputs:?} tensor for one image, not [1, classes]: not an image classifier",
+            model.display()
+        ),
+    }
 }
 
 /// Decodes `path` and applies the evaluation transform: `[1, 3, S, S]`.

@@ -50,6 +50,9 @@ pub struct Epoch<'a, D: Dataset + 'static, C: Collate<D::Item>> {
     generation: u64,
     /// The epoch's batches; those before `first_batch` stay unloaded.
     batches: Vec<Vec<usize>>,
+    /// For each index of `batches`, how many times the epoch listed it before (counted from
+    /// the epoch's start, the skipped batches included, so a resumed epoch draws alike).
+    repeats: Vec<Vec<u32>>,
     next_seq: usize,
     next_dispatch: usize,
     reorder: BTreeMap<usize, Result<Loaded<C::Staged>>>,
@@ -89,6 +92,19 @@ impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
             }
         }
         let first_batch = first_batch.min(batches.len());
+        let mut seen: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
+        let repeats = batches
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .map(|&i| {
+                        let count = seen.entry(i).or_insert(0);
+                        *count += 1;
+                        *count - 1
+                    })
+                    .collect()
+            })
+            .collect();
         Epoch {
             own_pool,
             workers,
@@ -96,6 +112,7 @@ impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
             epoch,
             generation,
             batches,
+            repeats,
             next_seq: first_batch,
             next_dispatch: first_batch,
             reorder: BTreeMap::new(),
@@ -117,12 +134,24 @@ impl<'a, D: Dataset + 'static, C: Collate<D::Item>> Epoch<'a, D, C> {
         self.batches.len() - self.next_seq
     }
 
+    /// The sampler index of the next batch to load: after a batch is yielded, the epoch's
+    /// batches consumed so far, counting those left out entirely under
+    /// [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip) before it (and the first `first_batch`
+    /// of [`DataLoader::epoch_from`]). This, not the count of batches received, is the
+    /// `first_batch` that resumes the epoch after the last batch received.
+    ///
+    /// [`DataLoader::epoch_from`]: crate::DataLoader::epoch_from
+    pub fn consumed(&self) -> usize {
+        self.next_seq
+    }
+
     fn task(&mut self, seq: usize) -> Task {
         Task {
             generation: self.generation,
             seq,
             epoch: self.epoch,
             indices: std::mem::take(&mut self.batches[seq]),
+            repeats: std::mem::take(&mut self.repeats[seq]),
         }
     }
 

@@ -4,8 +4,8 @@
 //!   [`Subset`], [`ConcatDataset`].
 //! - Seeded splits: [`random_split`], [`stratified_split`], per-class counts ([`class_counts`]).
 //! - Samplers: [`SequentialSampler`], [`RandomSampler`], [`WeightedRandomSampler`],
-//!   [`BatchSampler`], and [`DistributedSampler`] (a rank's share, with PyTorch's exact
-//!   indices).
+//!   [`BatchSampler`], [`DistributedSampler`] (a rank's share, with PyTorch's exact
+//!   indices) and [`RASampler`] (torchvision's repeated augmentation, its exact indices).
 //! - [`DataLoader`]: worker threads, batches in sampler order whatever the worker count,
 //!   [`Collate`] into tensors (pinned on request), failing samples as errors or skipped,
 //!   data-stall time per epoch ([`EpochStats`]).
@@ -44,6 +44,7 @@ mod epoch;
 mod error;
 mod loader;
 mod map;
+mod ra_sampler;
 mod random;
 mod sampler;
 mod split;
@@ -65,6 +66,7 @@ pub use epoch::{Epoch, EpochStats};
 pub use error::{DataError, Result};
 pub use loader::{DataLoader, DataLoaderBuilder, ErrorPolicy};
 pub use map::{DatasetExt, Map};
+pub use ra_sampler::RASampler;
 pub use sampler::{RandomSampler, Sampler, SequentialSampler};
 pub use split::{
     random_split, random_split_indices, stratified_split, stratified_split_indices, SplitSizes, STREAM_SPLIT,

@@ -217,7 +217,9 @@ impl<D: Dataset + 'static, C> DataLoaderBuilder<D, C> {
 /// With `num_workers > 0`, worker threads load and stage batches ahead of the consumer (up to
 /// `prefetch * num_workers` batches) and a reorder buffer hands them out in sampler order, so
 /// the batches are identical for every worker count: sample `i` of epoch `e` draws its random
-/// augmentation from `sample_seed(seed, e, i)`. Tensors are built on the iterating thread.
+/// augmentation from `sample_seed(seed, e, i)`, and the `k`-th repeat of it in the same epoch
+/// (a sampler that lists it again: `RASampler`, sampling with replacement) from
+/// `repeat_sample_seed(seed, e, i, k)`, so each copy is augmented anew. Tensors are built on the iterating thread.
 /// Workers share the dataset by reference (no per-worker copy, nothing pickled).
 ///
 /// Dropping an epoch's iterator, or the loader, stops the workers between samples and joins
@@ -255,8 +257,8 @@ impl<D: Dataset + 'static, C: Collate<D::Item>> DataLoader<D, C> {
     /// batch: the order and every sample's augmentation depend only on (seed, epoch, index).
     ///
     /// `first_batch` counts the sampler's batches; under [`ErrorPolicy::Skip`] a batch whose
-    /// samples all failed is not yielded by `epoch`, so count the batches a run consumed,
-    /// not the items it received, if it may have skipped some. `first_batch == len()` gives
+    /// samples all failed is not yielded by `epoch`, so count the batches a run consumed
+    /// ([`Epoch::consumed`]), not the items it received, if it may have skipped some. `first_batch == len()` gives
     /// an empty epoch; a larger one yields a single [`DataError::Config`] naming `first_batch`.
     pub fn epoch_from(&mut self, epoch: u64, first_batch: usize) -> Epoch<'_, D, C> {
         let batches = self.batch_sampler.batches(epoch);

@@ -11,7 +11,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use torchlight_base::seed::{rng_from_seed, sample_seed};
+use torchlight_base::seed::{repeat_sample_seed, rng_from_seed};
 
 /// A sample left out under [`ErrorPolicy::Skip`](crate::ErrorPolicy::Skip).
 #[derive(Debug, Clone, PartialEq)]
@@ -49,12 +49,14 @@ pub(crate) struct Workers<D: Dataset, C: Collate<D::Item>> {
     pub timeout: Option<Duration>,
 }
 
-/// One batch to load: its position `seq` in epoch `epoch` and its dataset indices.
+/// One batch to load: its position `seq` in epoch `epoch`, its dataset indices, and for each
+/// how many times the epoch listed that index before it (0 unless the sampler repeats it).
 pub(crate) struct Task {
     pub generation: u64,
     pub seq: usize,
     pub epoch: u64,
     pub indices: Vec<usize>,
+    pub repeats: Vec<u32>,
 }
 
 /// A loaded batch before tensors: `None` when every sample was skipped.
@@ -99,14 +101,15 @@ where
     let len = shared.dataset.len();
     let mut items = Vec::with_capacity(task.indices.len());
     let mut skipped = Vec::new();
-    for &index in &task.indices {
+    for (&index, &repeat) in task.indices.iter().zip(&task.repeats) {
         if shared.generation.load(Ordering::Acquire) != task.generation {
             return None;
         }
         if index >= len {
             return Some(Err(DataError::IndexOutOfRange { index, len }));
         }
-        let mut rng = rng_from_seed(sample_seed(shared.seed, task.epoch, index as u64));
+        let mut rng =
+            rng_from_seed(repeat_sample_seed(shared.seed, task.epoch, index as u64, u64::from(repeat)));
         let result = catch_unwind(AssertUnwindSafe(|| shared.dataset.get(index, &mut rng))).unwrap_or_else(
             |payload| Err(DataError::Panic { index: Some(index), message: panic_message(&*payload) }),
         );

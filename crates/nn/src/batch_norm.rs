@@ -1,6 +1,6 @@
 //! `BatchNorm2d` (`torch.nn.BatchNorm2d`), with running statistics and `num_batches_tracked`.
 
-use crate::module::Module;
+use crate::module::{visit_modules_mut, Module};
 use crate::options::LayerOptions;
 use tch::{Kind, Tensor};
 use torchlight_tensor::no_grad;
@@ -50,6 +50,14 @@ pub struct BatchNorm2d {
     /// eps, momentum, affine, tracking.
     #[module(skip)]
     pub config: BatchNormConfig,
+    /// Frozen, as timm's `freeze_batch_norm_2d` and Lightning's
+    /// `BaseFinetuning.freeze(train_bn=False)` leave a BatchNorm: the layer behaves as in
+    /// evaluation whatever `forward_t`'s `train` says (it normalises with the running
+    /// statistics and never updates them or `num_batches_tracked`). Set with
+    /// [`freeze_batch_norm`], which also stops its weight and bias training. Not part of the
+    /// `state_dict`: a program sets it again after building the model. Default off.
+    #[module(skip)]
+    pub frozen: bool,
 }
 
 impl BatchNorm2d {
@@ -80,12 +88,46 @@ impl BatchNorm2d {
             running_var: track.then(|| o.full(&n, 1.0, o.kind)),
             num_batches_tracked: track.then(|| o.full(&[], 0.0, Kind::Int64)),
             config,
+            frozen: false,
         }
     }
 }
 
+/// Freezes every [`BatchNorm2d`] of `module` (timm's `freeze_batch_norm_2d`, Lightning's
+/// `BaseFinetuning.freeze(train_bn=False)`): each is [`frozen`](BatchNorm2d::frozen), so
+/// training forwards use and keep its running statistics, and its weight and bias stop
+/// training (`requires_grad` off). [`unfreeze`](crate::unfreeze) and
+/// [`freeze_all_but`](crate::freeze_all_but) leave a frozen BatchNorm's parameters frozen
+/// (so a backbone unfrozen after its first epochs keeps its BatchNorms fixed); only
+/// [`unfreeze_batch_norm`] thaws them. Returns how many layers it froze (those already frozen
+/// included).
+pub fn freeze_batch_norm(module: &mut dyn Module) -> usize {
+    set_batch_norm_frozen(module, true)
+}
+
+/// Undoes [`freeze_batch_norm`]: every [`BatchNorm2d`] trains again, statistics and
+/// parameters. Returns how many layers it changed or kept unfrozen.
+pub fn unfreeze_batch_norm(module: &mut dyn Module) -> usize {
+    set_batch_norm_frozen(module, false)
+}
+
+fn set_batch_norm_frozen(module: &mut dyn Module, frozen: bool) -> usize {
+    let mut count = 0;
+    visit_modules_mut(module, &mut |_, m| {
+        if let Some(bn) = m.as_any_mut().downcast_mut::<BatchNorm2d>() {
+            bn.frozen = frozen;
+            for p in [&bn.weight, &bn.bias].into_iter().flatten() {
+                let _ = p.shallow_clone().set_requires_grad(!frozen);
+            }
+            count += 1;
+        }
+    });
+    count
+}
+
 impl tch::nn::ModuleT for BatchNorm2d {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let train = train && !self.frozen;
         let tracking = self.running_mean.is_some();
         let mut momentum = self.config.momentum.unwrap_or(0.0);
         if train {
@@ -108,5 +150,59 @@ impl tch::nn::ModuleT for BatchNorm2d {
             self.config.eps,
             true,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::module::{count_parameters, freeze_all_but, named_buffers, named_parameters, unfreeze};
+    use tch::nn::ModuleT;
+    use tch::Device;
+
+    fn snapshot(m: &dyn Module) -> Vec<(String, Tensor)> {
+        let mut all = named_parameters(m);
+        all.extend(named_buffers(m));
+        all.into_iter().map(|(n, t)| (n, t.detach().copy())).collect()
+    }
+
+    fn unchanged(before: &[(String, Tensor)], m: &dyn Module) -> bool {
+        snapshot(m).iter().zip(before).all(|((_, a), (_, b))| a.equal(b))
+    }
+
+    #[test]
+    fn a_frozen_batch_norm_trains_as_it_evaluates_and_keeps_its_statistics() {
+        let mut bn = BatchNorm2d::new(3, BatchNormConfig::default());
+        let x = Tensor::randn([4, 3, 5, 5], (Kind::Float, Device::Cpu)) * 3.0 + 1.0;
+        let _ = bn.forward_t(&x, true); // statistics that are not the initial ones
+        let before = snapshot(&bn);
+        assert_eq!(freeze_batch_norm(&mut bn), 1);
+        assert!(bn.frozen && !bn.weight.as_ref().unwrap().requires_grad());
+        let train = bn.forward_t(&x, true);
+        assert!(train.equal(&bn.forward_t(&x, false)), "train mode is eval mode");
+        assert!(unchanged(&before, &bn), "running stats and num_batches_tracked kept");
+        assert_eq!(unfreeze_batch_norm(&mut bn), 1);
+        assert!(bn.weight.as_ref().unwrap().requires_grad());
+        let _ = bn.forward_t(&x, true);
+        assert!(!unchanged(&before, &bn), "thawed, it tracks again");
+    }
+
+    #[test]
+    fn unfreezing_a_backbone_leaves_its_frozen_batch_norms_frozen() {
+        let mut model = crate::resnet::resnet18(4);
+        assert_eq!(freeze_batch_norm(&mut model), 20);
+        let bn_values: i64 = named_parameters(&model)
+            .iter()
+            .filter(|(n, _)| n.contains("bn") || n.contains("downsample.1"))
+            .map(|(_, t)| t.numel() as i64)
+            .sum();
+        let total = count_parameters(&model).total;
+        assert_eq!(count_parameters(&model).trainable, total - bn_values);
+        freeze_all_but(&model, "fc.");
+        assert_eq!(count_parameters(&model).trainable, 4 * 512 + 4);
+        unfreeze(&model, "");
+        assert_eq!(count_parameters(&model).trainable, total - bn_values, "BatchNorms stay frozen");
+        unfreeze_batch_norm(&mut model);
+        assert_eq!(count_parameters(&model).trainable, total);
     }
 }

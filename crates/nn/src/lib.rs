@@ -67,6 +67,7 @@ mod error;
 mod flatten;
 pub mod init;
 mod inputs;
+mod layer_groups;
 mod layer_norm;
 mod linear;
 mod loss;
@@ -90,7 +91,7 @@ mod vision_transformer;
 
 pub use activation::{Hardsigmoid, Hardswish, LeakyReLU, ReLU, ReLU6, SiLU, Sigmoid, Tanh, GELU};
 pub use attention::MultiheadAttention;
-pub use batch_norm::{BatchNorm2d, BatchNormConfig};
+pub use batch_norm::{freeze_batch_norm, unfreeze_batch_norm, BatchNorm2d, BatchNormConfig};
 pub use classifier::{classifier_of, Classifier};
 pub use conv::{Conv2d, Conv2dConfig};
 pub use conv_norm_activation::{Conv2dNormActivation, Norm};
@@ -108,6 +109,10 @@ pub use efficientnet::{
 pub use error::{NnError, Result};
 pub use flatten::{Flatten, Identity, Permute};
 pub use inputs::{Inputs, MultiInput};
+pub use layer_groups::{
+    convnext_layer_ids, efficientnet_layer_ids, mobilenet_v2_layer_ids, mobilenet_v3_layer_ids,
+    resnet_layer_ids, vit_layer_ids, LayerGroupsFn,
+};
 pub use layer_norm::{LayerNorm, LayerNorm2d};
 pub use linear::Linear;
 pub use loss::{BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, Reduction};

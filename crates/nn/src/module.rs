@@ -237,9 +237,22 @@ pub fn count_parameters(module: &dyn Module) -> ParamCount {
 
 /// Sets `requires_grad` on every parameter whose key starts with `prefix` (all with `""`).
 /// Returns how many parameter tensors changed state.
+/// Parameters of a frozen BatchNorm ([`crate::freeze_batch_norm`]) are never made trainable.
 fn set_trainable(module: &dyn Module, prefix: &str, trainable: bool, matching: bool) -> usize {
+    let mut frozen_bn = std::collections::HashSet::new();
+    if trainable {
+        visit_modules(module, &mut |path, m| {
+            if m.as_any().downcast_ref::<crate::BatchNorm2d>().is_some_and(|bn| bn.frozen) {
+                frozen_bn.insert(join(path, "weight"));
+                frozen_bn.insert(join(path, "bias"));
+            }
+        });
+    }
     let mut changed = 0;
     for (name, p) in named_parameters(module) {
+        if frozen_bn.contains(&name) {
+            continue;
+        }
         if name.starts_with(prefix) == matching && p.requires_grad() != trainable {
             let _ = p.set_requires_grad(trainable);
             changed += 1;

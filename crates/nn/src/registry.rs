@@ -9,6 +9,10 @@ use crate::efficientnet::{
     EfficientNet,
 };
 use crate::error::{NnError, Result};
+use crate::layer_groups::{
+    convnext_layer_ids, efficientnet_layer_ids, mobilenet_v2_layer_ids, mobilenet_v3_layer_ids,
+    resnet_layer_ids, vit_layer_ids, LayerGroupsFn,
+};
 use crate::mobilenetv2::{mobilenet_v2_on, MobileNetV2};
 use crate::mobilenetv3::{mobilenet_v3_large_on, mobilenet_v3_small_on, MobileNetV3};
 use crate::module::Module;
@@ -61,13 +65,14 @@ pub struct Architecture {
     head: &'static str,
     build: BuildFn,
     classifier: Option<ClassifierFn>,
+    layers: Option<LayerGroupsFn>,
 }
 
 impl Architecture {
     /// The architecture `name`, whose head's `state_dict` keys start with `head` (with its
     /// trailing dot, `fc.`; empty when it has none), built by `build`.
     pub const fn new(name: &'static str, head: &'static str, build: BuildFn) -> Self {
-        Architecture { name, head, build, classifier: None }
+        Architecture { name, head, build, classifier: None, layers: None }
     }
 
     /// The same, with its model seen as a [`Classifier`] through `classifier` (usually
@@ -75,6 +80,28 @@ impl Architecture {
     pub const fn with_classifier(mut self, classifier: ClassifierFn) -> Self {
         self.classifier = Some(classifier);
         self
+    }
+
+    /// The same, with `layers` numbering its parameters' layers for layer-wise lr decay
+    /// (see [`layer_ids`](Self::layer_ids)).
+    pub const fn with_layer_groups(mut self, layers: LayerGroupsFn) -> Self {
+        self.layers = Some(layers);
+        self
+    }
+
+    /// The layer id of each of `names` (the model's parameter names in `state_dict` order),
+    /// for layer-wise lr decay: from 0 at the stem up to the head, as timm's
+    /// `param_groups_layer_decay` numbers the same model's layers with its
+    /// `group_matcher(coarse=False)` (one layer per residual/inverted-residual/ConvNeXt/ViT
+    /// block; see [`resnet_layer_ids`](crate::resnet_layer_ids) and its siblings). `None` when
+    /// the architecture does not say ([`with_layer_groups`](Self::with_layer_groups)).
+    pub fn layer_ids(&self, names: &[&str]) -> Option<Vec<usize>> {
+        self.layers.map(|f| f(names))
+    }
+
+    /// Whether [`layer_ids`](Self::layer_ids) numbers this architecture's layers.
+    pub fn has_layer_groups(&self) -> bool {
+        self.layers.is_some()
     }
 
     /// The name configs and the command line use.
@@ -107,9 +134,10 @@ impl Architecture {
 
 /// A built-in architecture that does not depend on the image size.
 macro_rules! fixed_size {
-    ($name:literal, $head:literal, $build:path, $ty:ty) => {
+    ($name:literal, $head:literal, $build:path, $ty:ty, $layers:path) => {
         Architecture::new($name, $head, |s, o| Ok(Box::new($build(s.num_classes, o))))
             .with_classifier(classifier_of::<$ty>)
+            .with_layer_groups($layers)
     };
 }
 
@@ -120,25 +148,45 @@ fn vit(name: &str, config: VitConfig, spec: ModelSpec, o: LayerOptions) -> Resul
 }
 
 const BUILT_IN: &[Architecture] = &[
-    fixed_size!("resnet18", "fc.", resnet18_on, ResNet),
-    fixed_size!("resnet34", "fc.", resnet34_on, ResNet),
-    fixed_size!("resnet50", "fc.", resnet50_on, ResNet),
-    fixed_size!("resnet101", "fc.", resnet101_on, ResNet),
-    fixed_size!("resnet152", "fc.", resnet152_on, ResNet),
-    fixed_size!("mobilenet_v2", "classifier.1.", mobilenet_v2_on, MobileNetV2),
-    fixed_size!("mobilenet_v3_small", "classifier.3.", mobilenet_v3_small_on, MobileNetV3),
-    fixed_size!("mobilenet_v3_large", "classifier.3.", mobilenet_v3_large_on, MobileNetV3),
-    fixed_size!("efficientnet_b0", "classifier.1.", efficientnet_b0_on, EfficientNet),
-    fixed_size!("efficientnet_b1", "classifier.1.", efficientnet_b1_on, EfficientNet),
-    fixed_size!("efficientnet_b2", "classifier.1.", efficientnet_b2_on, EfficientNet),
-    fixed_size!("efficientnet_b3", "classifier.1.", efficientnet_b3_on, EfficientNet),
-    fixed_size!("efficientnet_v2_s", "classifier.1.", efficientnet_v2_s_on, EfficientNet),
-    fixed_size!("convnext_tiny", "classifier.2.", convnext_tiny_on, ConvNeXt),
-    fixed_size!("convnext_small", "classifier.2.", convnext_small_on, ConvNeXt),
+    fixed_size!("resnet18", "fc.", resnet18_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet34", "fc.", resnet34_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet50", "fc.", resnet50_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet101", "fc.", resnet101_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet152", "fc.", resnet152_on, ResNet, resnet_layer_ids),
+    fixed_size!("mobilenet_v2", "classifier.1.", mobilenet_v2_on, MobileNetV2, mobilenet_v2_layer_ids),
+    fixed_size!(
+        "mobilenet_v3_small",
+        "classifier.3.",
+        mobilenet_v3_small_on,
+        MobileNetV3,
+        mobilenet_v3_layer_ids
+    ),
+    fixed_size!(
+        "mobilenet_v3_large",
+        "classifier.3.",
+        mobilenet_v3_large_on,
+        MobileNetV3,
+        mobilenet_v3_layer_ids
+    ),
+    fixed_size!("efficientnet_b0", "classifier.1.", efficientnet_b0_on, EfficientNet, efficientnet_layer_ids),
+    fixed_size!("efficientnet_b1", "classifier.1.", efficientnet_b1_on, EfficientNet, efficientnet_layer_ids),
+    fixed_size!("efficientnet_b2", "classifier.1.", efficientnet_b2_on, EfficientNet, efficientnet_layer_ids),
+    fixed_size!("efficientnet_b3", "classifier.1.", efficientnet_b3_on, EfficientNet, efficientnet_layer_ids),
+    fixed_size!(
+        "efficientnet_v2_s",
+        "classifier.1.",
+        efficientnet_v2_s_on,
+        EfficientNet,
+        efficientnet_layer_ids
+    ),
+    fixed_size!("convnext_tiny", "classifier.2.", convnext_tiny_on, ConvNeXt, convnext_layer_ids),
+    fixed_size!("convnext_small", "classifier.2.", convnext_small_on, ConvNeXt, convnext_layer_ids),
     Architecture::new("vit_b_16", "heads.head.", |s, o| vit("vit_b_16", VitConfig::b_16(s.image_size), s, o))
-        .with_classifier(classifier_of::<VisionTransformer>),
+        .with_classifier(classifier_of::<VisionTransformer>)
+        .with_layer_groups(vit_layer_ids),
     Architecture::new("vit_s_16", "heads.head.", |s, o| vit("vit_s_16", VitConfig::s_16(s.image_size), s, o))
-        .with_classifier(classifier_of::<VisionTransformer>),
+        .with_classifier(classifier_of::<VisionTransformer>)
+        .with_layer_groups(vit_layer_ids),
 ];
 
 static REGISTERED: RwLock<Vec<Architecture>> = RwLock::new(Vec::new());

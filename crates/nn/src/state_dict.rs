@@ -73,7 +73,7 @@ pub struct LoadOptions {
     /// ImageNet weights into a model with a new head. Applied after the rewrites.
     pub skip_prefixes: Vec<String>,
     /// Rewrites of the weights' keys, tried in order (the first that applies to a key wins),
-    /// before matching.
+    /// before matching. Two keys rewritten onto one are an error naming both.
     pub rewrites: Vec<KeyRewrite>,
     /// After the rewrites, strip a [`WRAPPER_PREFIXES`] prefix that every weight key has and
     /// no model key has (DDP's `module.`, Lightning's `model.`, torch.compile's `_orig_mod.`),
@@ -110,24 +110,44 @@ impl LoadOptions {
     }
 }
 
+/// Tensors under their keys, in file order.
+type Named = Vec<(String, Tensor)>;
+
 /// The weights' keys after `options`' rewrites and wrapper stripping, with what was done
-/// (`"module.=" ...` lines for the report).
+/// (`"module.=" ...` lines for the report). Two weights rewritten onto one key (`backbone.=`
+/// on a file holding both `backbone.conv1.weight` and `conv1.weight`) are an error naming
+/// both, not one of them silently kept.
 fn rewrite_keys(
-    weights: Vec<(String, Tensor)>,
+    weights: Named,
     model_keys: &[String],
     options: &LoadOptions,
-) -> (Vec<(String, Tensor)>, Vec<String>) {
+) -> Result<(Named, Vec<String>)> {
     let mut counts = vec![0usize; options.rewrites.len()];
-    let mut weights: Vec<(String, Tensor)> = weights
-        .into_iter()
-        .map(|(k, t)| match options.rewrites.iter().enumerate().find_map(|(i, r)| Some((i, r.apply(&k)?))) {
+    // Each new key's original key and the rewrite that made it, if one did.
+    let mut origin: HashMap<String, (String, Option<usize>)> = HashMap::new();
+    let mut rewritten = Vec::with_capacity(weights.len());
+    for (k, t) in weights {
+        let found = options.rewrites.iter().enumerate().find_map(|(i, r)| Some((i, r.apply(&k)?)));
+        let (new, by) = match found {
             Some((i, new)) => {
                 counts[i] += 1;
-                (new, t)
+                (new, Some(i))
             }
-            None => (k, t),
-        })
-        .collect();
+            None => (k.clone(), None),
+        };
+        if let Some((other, other_by)) = origin.get(&new) {
+            let by = by.or(*other_by).expect("distinct keys collide only through a rewrite");
+            return Err(NnError::KeyRewrite {
+                spec: options.rewrites[by].to_string(),
+                reason: format!(
+                    "maps both `{other}` and `{k}` onto `{new}`: one key cannot load two weights; rewrite a longer prefix, or skip one"
+                ),
+            });
+        }
+        origin.insert(new.clone(), (k, by));
+        rewritten.push((new, t));
+    }
+    let mut weights = rewritten;
     let mut done: Vec<String> =
         options.rewrites.iter().zip(counts).map(|(r, n)| format!("{r} (given, {n} keys)")).collect();
     while options.strip_wrappers && !weights.is_empty() {
@@ -141,20 +161,26 @@ fn rewrite_keys(
         }
         done.push(format!("{prefix}= ({who}, all {} keys)", weights.len()));
     }
-    (weights, done)
+    Ok((weights, done))
 }
 
-/// A key rewrite that would turn most `unexpected` keys into `missing` ones, as a sentence for
-/// the error, when one does: from the longest common dotted suffix of an unexpected and a
-/// missing key (`backbone.layer1.0.conv1.weight` and `layer1.0.conv1.weight` give `backbone.=`).
-fn rewrite_hint(missing: &[String], unexpected: &[String]) -> Option<String> {
+/// A key rewrite that would turn most `unexpected` keys into `missing` ones of the same shape,
+/// as a sentence for the error, when one does: from the longest common dotted suffix of an
+/// unexpected and a missing key of one shape (`backbone.layer1.0.conv1.weight` and
+/// `layer1.0.conv1.weight` give `backbone.=`). A rewrite that would put a tensor into a slot of
+/// another shape is never suggested: the load would fail on it.
+fn rewrite_hint(missing: &[(String, Vec<i64>)], unexpected: &[(String, Vec<i64>)]) -> Option<String> {
     if missing.is_empty() || unexpected.is_empty() {
         return None;
     }
-    let missing_set: std::collections::HashSet<&str> = missing.iter().map(String::as_str).collect();
+    let missing_shapes: HashMap<&str, &Vec<i64>> = missing.iter().map(|(k, s)| (k.as_str(), s)).collect();
+    let fits = |new: &str, shape: &Vec<i64>| missing_shapes.get(new).is_some_and(|s| *s == shape);
     let mut best: Option<(KeyRewrite, usize)> = None;
-    for u in unexpected.iter().take(16) {
-        for m in missing.iter().take(256) {
+    for (u, u_shape) in unexpected.iter().take(16) {
+        for (m, m_shape) in missing.iter().take(256) {
+            if m_shape != u_shape {
+                continue;
+            }
             let (us, ms): (Vec<&str>, Vec<&str>) = (u.split('.').collect(), m.split('.').collect());
             let common = us.iter().rev().zip(ms.iter().rev()).take_while(|(a, b)| a == b).count();
             if common == 0 || (common == us.len() && common == ms.len()) {
@@ -168,7 +194,7 @@ fn rewrite_hint(missing: &[String], unexpected: &[String]) -> Option<String> {
             }
             let hits = unexpected
                 .iter()
-                .filter(|k| candidate.apply(k).is_some_and(|new| missing_set.contains(new.as_str())))
+                .filter(|(k, shape)| candidate.apply(k).is_some_and(|new| fits(&new, shape)))
                 .count();
             if best.as_ref().is_none_or(|(_, n)| hits > *n) {
                 best = Some((candidate, hits));
@@ -213,7 +239,7 @@ pub fn load_state_dict(
 ) -> Result<LoadReport> {
     let targets = named_tensors(model);
     let model_keys: Vec<String> = targets.iter().map(|(k, _, _)| k.clone()).collect();
-    let (weights, rewrites) = rewrite_keys(weights, &model_keys, options);
+    let (weights, rewrites) = rewrite_keys(weights, &model_keys, options)?;
     let mut source: HashMap<String, Tensor> = HashMap::new();
     let mut report = LoadReport { rewrites, ..LoadReport::default() };
     for (k, t) in weights {
@@ -238,12 +264,19 @@ pub fn load_state_dict(
             Some(src) => pairs.push((key.clone(), dst, src)),
         }
     }
-    report.unexpected = source.into_keys().collect();
-    report.unexpected.sort();
+    let mut unexpected: Vec<(String, Vec<i64>)> = source.into_iter().map(|(k, t)| (k, t.size())).collect();
+    unexpected.sort();
+    report.unexpected = unexpected.iter().map(|(k, _)| k.clone()).collect();
     if !mismatched.is_empty()
         || (options.strict && !(report.missing.is_empty() && report.unexpected.is_empty()))
     {
-        let hint = rewrite_hint(&report.missing, &report.unexpected);
+        let missing: std::collections::HashSet<&String> = report.missing.iter().collect();
+        let missing: Vec<(String, Vec<i64>)> = targets
+            .iter()
+            .filter(|(k, _, _)| missing.contains(k))
+            .map(|(k, t, _)| (k.clone(), t.size()))
+            .collect();
+        let hint = rewrite_hint(&missing, &unexpected);
         let (missing, unexpected) =
             if options.strict { (report.missing, report.unexpected) } else { (Vec::new(), Vec::new()) };
         return Err(NnError::StateDict { missing, unexpected, mismatched, hint });
@@ -276,6 +309,15 @@ pub fn read_weights(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
         let io = |error| NnError::Io { path: path.to_path_buf(), error };
         let mut f = std::fs::File::open(path).map_err(io)?;
         let n = f.read(&mut magic).map_err(io)?;
+        if n == 0 {
+            return Err(NnError::Io {
+                path: path.to_path_buf(),
+                error: std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the file is empty (0 bytes), not weights: an interrupted download or save?",
+                ),
+            });
+        }
         if n < 4 {
             return Err(NnError::Safetensors {
                 path: path.to_path_buf(),
@@ -311,8 +353,8 @@ pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>>
     if bytes.len() >= 4 && bytes[..4] == LEGACY_TORCH_MAGIC {
         return Err(bad("this is a PyTorch file in torch.save's legacy format, not safetensors".into()));
     }
-    let file =
-        safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(describe_safetensors(&e, &bytes)))?;
+    let file = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| bad(diagnose_header(&bytes).unwrap_or_else(|| describe_safetensors(&e, &bytes))))?;
     let mut views = file.tensors();
     views.sort_by_key(|(_, view)| view.data().as_ptr() as usize);
     views
@@ -322,6 +364,77 @@ pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>>
             Ok((name, tensor))
         })
         .collect()
+}
+
+/// The dtypes the safetensors reader takes (safetensors 0.3's `Dtype`).
+const SAFETENSORS_DTYPES: &[(&str, usize)] = &[
+    ("BOOL", 1),
+    ("U8", 1),
+    ("I8", 1),
+    ("I16", 2),
+    ("U16", 2),
+    ("F16", 2),
+    ("BF16", 2),
+    ("I32", 4),
+    ("U32", 4),
+    ("F32", 4),
+    ("F64", 8),
+    ("I64", 8),
+    ("U64", 8),
+];
+
+/// What is wrong with a safetensors header, tensor by tensor, where the safetensors crate
+/// says it less precisely (an unknown dtype such as FP8's `F8_E4M3` is "not valid JSON" to it,
+/// and a bad offset is blamed on the tensor after it): the first tensor whose dtype, shape or
+/// offsets are wrong, by name. `None` when the header is not a JSON object of tensors at all,
+/// or nothing is found (the crate's own reason is then given).
+fn diagnose_header(bytes: &[u8]) -> Option<String> {
+    let len = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let json = bytes.get(8..8usize.checked_add(len)?)?;
+    let data = (bytes.len() - 8 - len) as u64;
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(json).ok()?;
+    let mut ranges = Vec::new();
+    for (key, value) in &header {
+        if key == "__metadata__" {
+            continue;
+        }
+        let dtype = value.get("dtype")?.as_str()?;
+        let Some(&(_, size)) = SAFETENSORS_DTYPES.iter().find(|(name, _)| *name == dtype) else {
+            let known: Vec<&str> = SAFETENSORS_DTYPES.iter().map(|(name, _)| *name).collect();
+            return Some(format!(
+                "tensor `{key}` has dtype `{dtype}`, which cannot be read (known: {}){}",
+                known.join(", "),
+                if dtype.starts_with("F8") { "; convert FP8 weights to F16, BF16 or F32 first" } else { "" }
+            ));
+        };
+        let shape: Vec<u64> = serde_json::from_value(value.get("shape")?.clone()).ok()?;
+        let [begin, end]: [u64; 2] = serde_json::from_value(value.get("data_offsets")?.clone()).ok()?;
+        let bytes = shape.iter().try_fold(size as u64, |n, &d| n.checked_mul(d));
+        if end < begin || bytes != Some(end - begin) {
+            return Some(format!(
+                "tensor `{key}`: data_offsets [{begin}, {end}] do not hold the {} bytes of a {dtype} tensor of shape {shape:?}",
+                bytes.map_or("overflowing".to_string(), |b| b.to_string())
+            ));
+        }
+        ranges.push((begin, end, key));
+    }
+    ranges.sort();
+    // Tensors laid end to end past the data are a truncated file (the crate says so); one
+    // tensor out of that line is the one at fault.
+    let total = ranges.iter().fold(0u64, |n, (b, e, _)| n.saturating_add(e - b));
+    let contiguous = ranges.last().is_some_and(|(_, e, _)| *e == total);
+    if let Some((begin, end, key)) = ranges.iter().find(|(_, e, _)| *e > data).filter(|_| !contiguous) {
+        return Some(format!(
+            "tensor `{key}`: data_offsets [{begin}, {end}] run past the data section's {data} bytes"
+        ));
+    }
+    for pair in ranges.windows(2) {
+        let ((b0, e0, k0), (b1, e1, k1)) = (&pair[0], &pair[1]);
+        if b1 < e0 {
+            return Some(format!("the bytes of tensors `{k0}` [{b0}, {e0}] and `{k1}` [{b1}, {e1}] overlap"));
+        }
+    }
+    None
 }
 
 /// A sentence for each way a safetensors file can be malformed (the crate's own Display is

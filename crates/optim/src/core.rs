@@ -181,6 +181,9 @@ pub struct OptimizerCore<R: UpdateRule> {
     groups: Vec<ParamGroup<R::Config>>,
     /// `states[g][i]`: the state of `groups[g].params[i]`, saved under that parameter's name.
     states: Vec<Vec<Option<R::State>>>,
+    /// The `(group, index)` slots whose state the last [`Optimizer::step_amp`] created in a
+    /// fused group, for [`Optimizer::forget_skipped_step`].
+    created: Vec<(usize, usize)>,
 }
 
 impl<R: UpdateRule + Default> OptimizerCore<R> {
@@ -204,7 +207,7 @@ impl<R: UpdateRule> OptimizerCore<R> {
         }
         check_unique(&groups)?;
         let states = groups.iter().map(|g| g.params.iter().map(|_| None).collect()).collect();
-        Ok(OptimizerCore { rule, groups, states })
+        Ok(OptimizerCore { rule, groups, states, created: Vec::new() })
     }
 
     /// The param groups.
@@ -243,7 +246,8 @@ impl<R: UpdateRule> OptimizerCore<R> {
         let _guard = torchlight_tensor::no_grad();
         // Non-fused groups read GradScaler's Inf flag once per step, on the first need.
         let mut skip_plain: Option<bool> = None;
-        for (group, states) in self.groups.iter().zip(&mut self.states) {
+        self.created.clear();
+        for (gi, (group, states)) in self.groups.iter().zip(&mut self.states).enumerate() {
             let live: Vec<(usize, Tensor)> = group
                 .params
                 .iter()
@@ -255,7 +259,12 @@ impl<R: UpdateRule> OptimizerCore<R> {
                 continue;
             }
             if group.config.fused() {
+                let fresh: Vec<usize> =
+                    live.iter().map(|(i, _)| *i).filter(|&i| states[i].is_none()).collect();
                 fused_group(&self.rule, group, states, &live, amp)?;
+                if amp.is_some() {
+                    self.created.extend(fresh.into_iter().filter(|&i| states[i].is_some()).map(|i| (gi, i)));
+                }
                 continue;
             }
             if let Some((scale, found_inf)) = amp {
@@ -331,6 +340,13 @@ impl<R: UpdateRule> Optimizer for OptimizerCore<R> {
 
     fn supports_amp_scaling(&self) -> bool {
         self.groups.iter().all(|g| g.config.fused())
+    }
+
+    fn forget_skipped_step(&mut self) -> Result<()> {
+        for (g, i) in self.created.drain(..) {
+            self.states[g][i] = None;
+        }
+        Ok(())
     }
 
     fn zero_grad(&mut self) -> Result<()> {
@@ -450,6 +466,7 @@ impl<R: UpdateRule> OptimizerCore<R> {
         tensors.finish()?;
         self.groups.iter_mut().zip(configs).for_each(|(g, c)| g.config = c);
         self.states = loaded;
+        self.created.clear();
         Ok(())
     }
 }

@@ -21,6 +21,19 @@ pub trait Optimizer {
     /// host sync (PyTorch's `_step_supports_amp_scaling`).
     fn supports_amp_scaling(&self) -> bool;
 
+    /// Undoes what a [`Optimizer::step_amp`] whose `found_inf` was set did to the state, once
+    /// that is known on the host (the Trainer's deferred non-finite guard reads the flag a
+    /// step late): the state that step created for parameters without one is dropped, so the
+    /// optimizer is as PyTorch's after GradScaler skipped `optimizer.step()` (the fused
+    /// kernels already left existing state and the parameters untouched), and the next step
+    /// is those parameters' first: SGD's momentum buffer starts as the gradient, Adam counts
+    /// from step 1, and the saved state holds nothing for them. Call it before the next step
+    /// (or load); after a step whose flag was clear it would drop live state. The default
+    /// does nothing, for an optimizer that creates no state on a skipped step.
+    fn forget_skipped_step(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Sets every parameter's gradient to none (`zero_grad(set_to_none=True)`, PyTorch's default).
     fn zero_grad(&mut self) -> Result<()>;
 

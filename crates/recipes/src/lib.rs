@@ -8,7 +8,7 @@
 //!   events, `curves.png`, `checkpoints/`, `confusion_matrix.png`, `summary.json`), resumable
 //!   exactly and data-parallel.
 //! - What recipes share: the model of a config ([`build_model`]), its optimizer and schedule
-//!   ([`build_optimizer`], [`build_scheduler`]), the [`ModelCard`] a checkpoint carries, the
+//!   ([`param_groups`], [`build_optimizer`], [`build_scheduler`], [`build_plateau`]), the [`ModelCard`] a checkpoint carries, the
 //!   [`RunSummary`] and the numbered [`RunDir`].
 //! - [`doctor`](mod@doctor): the "why does it not train" checklist, cheapest check first.
 //! - [`synthetic`]: the deterministic image sets of the demo and the tests.
@@ -27,11 +27,11 @@ pub mod synthetic;
 pub use card::ModelCard;
 pub use config::{
     ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig, OptimConfig,
-    OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS,
+    OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS, MAX_CLASSES, MAX_IMAGE_SIZE,
 };
 pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
 pub use error::{RecipeError, Result};
 pub use model::{build_model, model_architecture, pretrained_load_options};
-pub use optimizer::{build_optimizer, build_scheduler};
+pub use optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 pub use run_dir::RunDir;
-pub use summary::{selected_checkpoint, RunSummary};
+pub use summary::{selected_checkpoint, ParamGroupSummary, RunSummary};

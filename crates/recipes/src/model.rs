@@ -5,8 +5,8 @@ use crate::config::TrainConfig;
 use crate::error::{RecipeError, Result};
 use tch::Device;
 use torchlight_nn::{
-    architecture, load_weights, to_device, Architecture, KeyRewrite, LayerOptions, LoadOptions, ModelSpec,
-    Module,
+    architecture, freeze_batch_norm, load_weights, to_device, Architecture, KeyRewrite, LayerOptions,
+    LoadOptions, ModelSpec, Module,
 };
 
 /// The registered architecture `config.model.name` names.
@@ -24,11 +24,14 @@ pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
 
 /// The model of `config` with `num_classes` outputs for `data.image_size` images, its starting
 /// weights loaded (everything but the head, which is new; see [`pretrained_load_options`]), on
-/// `device`. Random initialisation runs on the CPU, as in
+/// `device`, its BatchNorms frozen when `model.freeze_bn` says so. Random initialisation runs on the CPU, as in
 /// torchvision (so a seed gives the same weights whatever the device), then moves.
 pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> Result<Box<dyn Module>> {
     let arch = model_architecture(config)?;
-    let model = arch.build(model_spec(config, num_classes), LayerOptions::default())?;
+    let mut model = arch.build(model_spec(config, num_classes), LayerOptions::default())?;
+    if config.model.freeze_bn {
+        freeze_batch_norm(model.as_mut());
+    }
     if let Some(weights) = &config.model.pretrained {
         load_weights(model.as_ref(), weights, &pretrained_load_options(config, arch.head())?)?;
     }

@@ -25,6 +25,15 @@ impl RunDir {
     /// Like [`create_next`](Self::create_next) with folders named `<prefix>_NNN`.
     pub fn create_next_with_prefix(parent: impl AsRef<Path>, prefix: &str) -> Result<Self> {
         let parent = parent.as_ref();
+        if let Some(file) = parent.ancestors().find(|p| p.is_file()) {
+            return Err(RecipeError::RunDir {
+                path: file.to_path_buf(),
+                reason: format!(
+                    "is a file, not a folder, so the run folders cannot go under {} (train.out_dir, --out)",
+                    parent.display()
+                ),
+            });
+        }
         std::fs::create_dir_all(parent).map_err(|e| RecipeError::io(parent, e))?;
         let mut next = highest_number(parent, prefix)? + 1;
         loop {

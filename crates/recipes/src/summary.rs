@@ -1,7 +1,9 @@
 //! `RunSummary`: the numbers a recipe's run writes to `summary.json`.
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::path::{Path, PathBuf};
+use torchlight_optim::ParamGroups;
 
 /// The numbers `summary.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +35,9 @@ pub struct RunSummary {
     /// `world_size`.
     #[serde(default)]
     pub batch_size: usize,
+    /// The optimizer's parameter groups ([`param_groups`](crate::param_groups)), in order.
+    #[serde(default)]
+    pub param_groups: Vec<ParamGroupSummary>,
     /// With `train.model_ema`: the EMA weights' best validation top-1 accuracy.
     #[serde(default)]
     pub best_ema_val_acc: Option<f64>,
@@ -58,6 +63,61 @@ pub fn selected_checkpoint(run: &Path) -> PathBuf {
         ema
     } else {
         run.join("checkpoints/best")
+    }
+}
+
+/// One parameter group as the run's log, `summary.json` and `torchlight summary` show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParamGroupSummary {
+    /// The rules that made the group (`prefix `fc.`, layer 9, no weight decay`).
+    pub rules: String,
+    /// Its initial lr (before warm-up and schedule).
+    pub lr: f64,
+    /// Its weight decay.
+    pub weight_decay: f64,
+    /// Its layer under layer-wise lr decay.
+    pub layer: Option<usize>,
+    /// Its parameters' names, in `state_dict` order.
+    pub params: Vec<String>,
+    /// The values its parameters hold.
+    pub values: i64,
+}
+
+impl ParamGroupSummary {
+    /// Each of `groups`, in order.
+    pub fn of(groups: &ParamGroups) -> Vec<ParamGroupSummary> {
+        groups
+            .groups()
+            .iter()
+            .map(|g| ParamGroupSummary {
+                rules: g.label(),
+                lr: g.lr,
+                weight_decay: g.weight_decay,
+                layer: g.layer,
+                params: g.names().iter().map(|n| n.to_string()).collect(),
+                values: g.params.iter().map(|(_, t)| t.numel() as i64).sum(),
+            })
+            .collect()
+    }
+}
+
+/// `lr 0.0001, weight decay 0.01, 20 tensors, 11166912 values (weight decay): conv1.weight .. layer4.1.conv2.weight`
+impl fmt::Display for ParamGroupSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lr {:.4e}, weight decay {}, {} tensors, {} values ({})",
+            self.lr,
+            self.weight_decay,
+            self.params.len(),
+            self.values,
+            self.rules
+        )?;
+        match self.params.as_slice() {
+            [] => Ok(()),
+            [one] => write!(f, ": {one}"),
+            [first, .., last] => write!(f, ": {first} .. {last}"),
+        }
     }
 }
 
@@ -88,6 +148,7 @@ mod tests {
             classes: vec!["a".into()],
             world_size: 1,
             batch_size: 1,
+            param_groups: Vec::new(),
             best_ema_val_acc: Some(0.75),
             best_ema_epoch: Some(1),
             ema_selected: true,

@@ -9,6 +9,23 @@ pub enum SetupError {
     /// Neither `TORCHLIGHT_CACHE`, `XDG_CACHE_HOME` nor `HOME` is set.
     #[error("cannot place the per-user cache: neither TORCHLIGHT_CACHE, XDG_CACHE_HOME nor HOME is set; set TORCHLIGHT_CACHE to a folder")]
     NoCacheDir,
+    /// The cache (or a folder above it) is a file.
+    #[error("{} is a file, not a folder, so the per-user cache cannot go there (from {variable}); set TORCHLIGHT_CACHE to a folder", path.display())]
+    NotAFolder {
+        /// The file in the way.
+        path: PathBuf,
+        /// The variable the cache's place came from (`TORCHLIGHT_CACHE`, `XDG_CACHE_HOME`,
+        /// `HOME`).
+        variable: &'static str,
+    },
+    /// The cache folder cannot be written (read-only, another user's).
+    #[error("cannot write into the cache folder {}: {error}; make it writable, or set TORCHLIGHT_CACHE to a folder you can write", dir.display())]
+    NotWritable {
+        /// The folder.
+        dir: PathBuf,
+        /// The OS error of a test file made there (in the message, so not also a `source()`).
+        error: std::io::Error,
+    },
     /// `python3 -m pip` does not run, so nothing can be fetched from PyPI.
     #[error("python3 with pip is needed to fetch libtorch {} from PyPI, and `python3 -m pip` does not run here. Install them (Debian/Ubuntu: `apt-get install python3 python3-pip`), or point LIBTORCH at an existing libtorch {}, then run `{command}` again", crate::TORCH_VERSION, crate::TORCH_VERSION)]
     NoPython {

@@ -86,16 +86,25 @@ pub struct Libtorch {
 }
 
 /// The per-user cache: `$TORCHLIGHT_CACHE`, else `$XDG_CACHE_HOME/torchlight`, else
-/// `~/.cache/torchlight`.
+/// `~/.cache/torchlight`. A variable set to the empty string counts as unset (as the XDG
+/// specification says of `XDG_CACHE_HOME`), not as the current folder.
+///
+/// # Errors
+/// [`SetupError::NoCacheDir`] when none of the three is set; [`SetupError::NotAFolder`] when
+/// the cache, or a folder above it, is a file.
 pub fn cache_root() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("TORCHLIGHT_CACHE") {
-        return Ok(PathBuf::from(dir));
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let (root, variable) = if let Some(dir) = var("TORCHLIGHT_CACHE") {
+        (dir, "TORCHLIGHT_CACHE")
+    } else if let Some(dir) = var("XDG_CACHE_HOME") {
+        (dir.join("torchlight"), "XDG_CACHE_HOME")
+    } else {
+        (var("HOME").ok_or(SetupError::NoCacheDir)?.join(".cache").join("torchlight"), "HOME")
+    };
+    if let Some(file) = root.ancestors().find(|p| p.is_file()) {
+        return Err(SetupError::NotAFolder { path: file.to_path_buf(), variable });
     }
-    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
-        return Ok(PathBuf::from(dir).join("torchlight"));
-    }
-    let home = std::env::var_os("HOME").ok_or(SetupError::NoCacheDir)?;
-    Ok(PathBuf::from(home).join(".cache").join("torchlight"))
+    Ok(root)
 }
 
 /// The cache folder of `variant`; libtorch itself is its `torch/` subfolder.
@@ -154,6 +163,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SetupError + '_ {
 fn install(dir: &Path, variant: Variant, command: &'static str) -> Result<()> {
     let parent = dir.parent().ok_or(SetupError::NoCacheDir)?;
     fs::create_dir_all(parent).map_err(io(parent))?;
+    check_writable(parent)?;
     check_python(command)?;
     let needed = match variant {
         Variant::Lean => LEAN_BYTES_NEEDED,
@@ -200,6 +210,19 @@ fn install(dir: &Path, variant: Variant, command: &'static str) -> Result<()> {
         fs::remove_dir_all(dir).map_err(io(dir))?;
     }
     fs::rename(&partial, dir).map_err(io(dir))
+}
+
+/// Fails unless a file can be made in `dir` (a read-only cache is told before anything is
+/// downloaded, not by pip after): the probe file is made and removed at once.
+pub fn check_writable(dir: &Path) -> Result<()> {
+    let probe = dir.join(format!(".torchlight-write-probe-{}", std::process::id()));
+    match fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(error) => Err(SetupError::NotWritable { dir: dir.to_path_buf(), error }),
+    }
 }
 
 /// Fails unless `python3 -m pip` runs; `command` is what the message says to run afterwards.

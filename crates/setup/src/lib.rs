@@ -29,8 +29,8 @@ mod version;
 pub use cargo_config::{find_project, write_cargo_config, ConfigChange};
 pub use error::{Result, SetupError};
 pub use install::{
-    cache_dir, cache_root, check_free_space, check_python, ensure_libtorch, gpu_present, Libtorch, Origin,
-    SetupOptions, Variant,
+    cache_dir, cache_root, check_free_space, check_python, check_writable, ensure_libtorch, gpu_present,
+    Libtorch, Origin, SetupOptions, Variant,
 };
 pub use project::{setup_project, ProjectSetup};
 pub use version::{check_version, libtorch_version, TORCH_VERSION};

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use tch::{Device, Tensor};
 use torchlight_checkpoint::{Progress as Position, Snapshot};
 use torchlight_nn::Module;
-use torchlight_optim::{GradScaler, LrScheduler, Optimizer};
+use torchlight_optim::{GradScaler, LrScheduler, Optimizer, ReduceLROnPlateau};
 
 /// Where the loop stands when a hook runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +100,8 @@ impl CallbackStates {
 /// What a snapshot holds besides model, optimizer, scheduler and scaler, borrowed from the
 /// loop: the loop's own state is assembled only when a snapshot is taken.
 pub(crate) struct Saved<'a> {
+    /// The Trainer's ReduceLROnPlateau, saved in `loop_state.plateau`.
+    pub(crate) plateau: Option<&'a ReduceLROnPlateau>,
     pub(crate) callbacks: &'a CallbackStates,
     /// The epoch's training metrics so far (saved mid-epoch).
     pub(crate) train_metrics: &'a MetricSet,
@@ -108,20 +110,26 @@ pub(crate) struct Saved<'a> {
 }
 
 /// The loop's own part of a checkpoint's `meta.json` (`loop_state`): the run length, the epoch
-/// history, every callback's JSON state and the keys of its tensors.
+/// history, every callback's JSON state and the keys of its tensors, and the ReduceLROnPlateau's
+/// state when the Trainer has one.
 pub(crate) fn loop_state(
     position: &LoopPosition,
     history: &[EpochRecord],
     callbacks: &CallbackStates,
+    plateau: Option<&ReduceLROnPlateau>,
 ) -> serde_json::Value {
     let tensor_keys: BTreeMap<&String, Vec<&String>> =
         callbacks.tensors.iter().map(|(name, ts)| (name, ts.iter().map(|(k, _)| k).collect())).collect();
-    json!({
+    let mut state = json!({
         "epochs": position.epochs,
         "history": history_to_json(history),
         "callbacks": callbacks.json,
         "callback_tensors": tensor_keys,
-    })
+    });
+    if let Some(p) = plateau {
+        state["plateau"] = json!(p.state_dict());
+    }
+    state
 }
 
 /// The key under which callback `name`'s tensor `key` is saved (`loop.` is the checkpoint's
@@ -209,7 +217,7 @@ impl Context<'_> {
             data_seed: self.saved.data_seed,
             rng: true,
             config: self.saved.config.clone(),
-            loop_state: loop_state(&self.position, self.history, self.saved.callbacks),
+            loop_state: loop_state(&self.position, self.history, self.saved.callbacks, self.saved.plateau),
             loop_tensors,
         }
     }

@@ -9,6 +9,16 @@ use torchlight_data::{Collate, DataLoader, Dataset, Epoch};
 pub trait EpochBatches<B>: Iterator<Item = Result<B>> {
     /// Time spent inside `next()` so far: the data stall.
     fn stall(&self) -> Duration;
+
+    /// The epoch's batches consumed so far, counting the source's first batch and those it
+    /// left out entirely (a DataLoader under `ErrorPolicy::Skip` yields no batch whose samples
+    /// all failed): the `first_batch` that resumes after the last batch yielded. The Trainer
+    /// saves it as a mid-epoch checkpoint's position and gives it to a batch transform as the
+    /// batch's index. `None` (the default) for a source that yields every batch, whose
+    /// position is then its first batch plus the batches it yielded.
+    fn consumed(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A source of training or validation batches.
@@ -40,6 +50,10 @@ impl<D: Dataset + 'static, C: Collate<D::Item>> Iterator for LoaderEpoch<'_, D, 
 impl<D: Dataset + 'static, C: Collate<D::Item>> EpochBatches<C::Batch> for LoaderEpoch<'_, D, C> {
     fn stall(&self) -> Duration {
         self.0.stats().stall
+    }
+
+    fn consumed(&self) -> Option<usize> {
+        Some(self.0.consumed())
     }
 }
 

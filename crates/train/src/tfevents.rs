@@ -8,6 +8,7 @@
 
 use crate::error::{Result, TrainError};
 use prost::Message;
+use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
@@ -174,6 +175,27 @@ impl EventWriter {
         Ok(writer)
     }
 
+    /// [`resume`](Self::resume) for a run that also logs on the optimizer-step axis (the
+    /// scalars of `step_tags`, at global steps, beside per-epoch ones): the `SessionLog START`
+    /// at `last_step + 1` makes TensorBoard drop every point from that step on, whatever its
+    /// tag, so the points of `step_tags` that the folder's earlier files hold at steps up to
+    /// `last_global_step` (the checkpoint's optimizer step), as TensorBoard reads them, are
+    /// written again after it. Only the points logged after the checkpoint stay dropped.
+    pub fn resume_with_step_tags(
+        dir: impl AsRef<Path>,
+        last_step: i64,
+        step_tags: &BTreeSet<String>,
+        last_global_step: i64,
+    ) -> Result<Self> {
+        let dir = dir.as_ref();
+        let kept = if step_tags.is_empty() { Vec::new() } else { surviving_points(dir, step_tags)? };
+        let mut writer = Self::resume(dir, last_step)?;
+        for event in kept.iter().filter(|e| e.step > last_step && e.step <= last_global_step) {
+            writer.write_event(event)?;
+        }
+        Ok(writer)
+    }
+
     /// Adds one scalar (stored as f32, like `add_scalar`).
     pub fn add_scalar(&mut self, tag: &str, value: f64, step: i64) -> Result<()> {
         self.add_scalars(step, &[(tag, value)])
@@ -208,6 +230,71 @@ impl EventWriter {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The events of one event file, in order; reading stops at a record cut short or failing
+/// its checksums (as TensorBoard's reader does, at a crash's last partial write).
+pub fn read_events(path: impl AsRef<Path>) -> Result<Vec<Event>> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
+    let mut events = Vec::new();
+    let mut rest = bytes.as_slice();
+    while rest.len() >= 12 {
+        let (len_bytes, tail) = rest.split_at(8);
+        let len = u64::from_le_bytes(len_bytes.try_into().expect("8 bytes"));
+        if u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) != masked_crc32c(len_bytes) {
+            break;
+        }
+        let tail = &tail[4..];
+        let Some(len) =
+            usize::try_from(len).ok().filter(|&n| n.checked_add(4).is_some_and(|m| m <= tail.len()))
+        else {
+            break;
+        };
+        let (payload, tail) = tail.split_at(len);
+        if u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")) != masked_crc32c(payload) {
+            break;
+        }
+        match Event::decode(payload) {
+            Ok(event) => events.push(event),
+            Err(_) => break,
+        }
+        rest = &tail[4..];
+    }
+    Ok(events)
+}
+
+/// The scalar events of `tags` that TensorBoard keeps from the event files in `dir`: read in
+/// its order (by file name), each `SessionLog START` at step `s` dropping the points before it
+/// at steps `>= s`; the values of other tags left out.
+fn surviving_points(dir: &Path, tags: &BTreeSet<String>) -> Result<Vec<Event>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| TrainError::io(dir, e))? {
+        let entry = entry.map_err(|e| TrainError::io(dir, e))?;
+        if entry.file_name().to_string_lossy().contains("tfevents") && entry.path().is_file() {
+            files.push(entry.path());
+        }
+    }
+    files.sort();
+    let mut kept: Vec<Event> = Vec::new();
+    for file in files {
+        for event in read_events(&file)? {
+            match event.what {
+                Some(EventWhat::SessionLog(SessionLog { status: SESSION_START })) => {
+                    kept.retain(|e| e.step < event.step);
+                }
+                Some(EventWhat::Summary(summary)) => {
+                    let value: Vec<SummaryValue> =
+                        summary.value.into_iter().filter(|v| tags.contains(&v.tag)).collect();
+                    if !value.is_empty() {
+                        kept.push(Event { what: Some(EventWhat::Summary(Summary { value })), ..event });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(kept)
 }
 
 fn wall_time() -> f64 {
@@ -247,6 +334,22 @@ mod tests {
         assert_eq!(&rec[..8], &3u64.to_le_bytes());
         assert_eq!(&rec[12..15], b"abc");
         assert_eq!(&rec[15..], &masked_crc32c(b"abc").to_le_bytes());
+    }
+
+    #[test]
+    fn reading_stops_at_a_record_cut_short() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = EventWriter::create(dir.path()).unwrap();
+        w.add_scalar("lr", 0.5, 1).unwrap();
+        w.add_scalar("lr", 0.25, 2).unwrap();
+        let path = w.path().to_path_buf();
+        drop(w);
+        assert_eq!(read_events(&path).unwrap().len(), 3);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+        let events = read_events(&path).unwrap();
+        assert_eq!(events.len(), 2, "the header and the first scalar");
+        assert_eq!(events[1].step, 1);
     }
 
     #[test]

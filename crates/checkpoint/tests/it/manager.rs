@@ -37,6 +37,33 @@ fn keeps_last_best_by_metric_and_the_last_n_epochs() {
     assert!(!MetricMode::Max.improves(f64::NAN, None));
 }
 
+/// When an epoch is both the best and the last, `best` is an independent copy: a file of
+/// `last` damaged in place (a bad sector, a stray write) leaves `best` loadable.
+#[test]
+fn best_and_last_share_no_file() {
+    use std::io::{Seek, SeekFrom, Write};
+    let _lock = torch_rng_lock();
+    let dir = temp_dir("manager-copies");
+    let model = Linear::new(3, 2, true);
+    let mut manager =
+        CheckpointManager::new(dir.join("checkpoints"), "val_acc", MetricMode::Max).keep_epochs(1);
+    let snapshot =
+        Snapshot { progress: Progress { epoch: 1, global_step: 1, batch: 0 }, ..Snapshot::model(&model) };
+    assert!(manager.save(snapshot, 0.5).unwrap().best);
+    let epoch = dir.join("checkpoints/epoch_0001");
+    for name in ["model.safetensors", "meta.json"] {
+        let mut file = std::fs::OpenOptions::new().write(true).open(manager.last().join(name)).unwrap();
+        let len = file.metadata().unwrap().len();
+        file.seek(SeekFrom::Start(len - 2)).unwrap();
+        file.write_all(b"!!").unwrap();
+    }
+    assert!(Checkpoint::load(manager.last()).is_err(), "the damage is seen");
+    for intact in [manager.best(), epoch] {
+        let checkpoint = Checkpoint::load(&intact).unwrap();
+        assert_eq!(checkpoint.meta.progress.epoch, 1, "{}", intact.display());
+    }
+}
+
 #[test]
 fn weights_only_export_holds_just_the_state_dict() {
     let _lock = torch_rng_lock();

@@ -45,6 +45,24 @@ fn each_architecture_freezes_all_but_its_own_head() {
     assert!(err.contains("vit_b_16") && err.contains("patch size 16"), "{err}");
 }
 
+#[test]
+fn summary_prints_the_parameter_groups_of_the_optim_rules() {
+    let out = ok(&["summary", "--model", "resnet18", "--num-classes", "3"]);
+    assert!(out.contains("4 parameter groups:"), "{out}");
+    assert!(out.contains("(prefix `fc.`, no weight decay): fc.bias"), "{out}");
+    // timm's resnet18 layers: the stem, eight blocks, the head; decay and no decay in each.
+    let out = ok(&["summary", "--model", "resnet18", "--num-classes", "3", "--set", "optim.layer_decay=0.5"]);
+    assert!(out.contains("20 parameter groups:"), "{out}");
+    assert!(
+        out.contains(
+            "lr 1.9531e-7, weight decay 0.01, 1 tensors, 9408 values (layer 0, weight decay): conv1.weight"
+        ),
+        "{out}"
+    );
+    let err = fails(&["summary", "--model", "resnet18", "--set", "optim.layer_decay=2"]);
+    assert!(err.contains("optim.layer_decay") && err.contains("(0, 1]"), "{err}");
+}
+
 /// Writes `{name}-io.safetensors` for the export checker: the checkpoint's eval outputs at
 /// batch 1 and 7, computed by the library the CLI runs.
 fn write_io(dir: &std::path::Path, name: &str, run: &std::path::Path) {

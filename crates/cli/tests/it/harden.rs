@@ -10,7 +10,7 @@ use torchlight_recipes::{ModelCard, TrainConfig};
 
 /// An untrained 3-class resnet18 checkpoint (32-pixel input) as `train` would leave it, and a
 /// small `train/ val/` ImageFolder of its classes: what the CLI needs without training.
-fn tiny_run(dir: &Path) -> (PathBuf, PathBuf) {
+pub(crate) fn tiny_run(dir: &Path) -> (PathBuf, PathBuf) {
     let data = dir.join("data");
     let spec = SyntheticSpec {
         shapes: vec![Shape::Circle, Shape::Cross, Shape::Star],
@@ -35,7 +35,7 @@ fn tiny_run(dir: &Path) -> (PathBuf, PathBuf) {
     (checkpoint, data)
 }
 
-fn images(data: &Path) -> Vec<String> {
+pub(crate) fn images(data: &Path) -> Vec<String> {
     let mut found: Vec<String> = ["circle", "cross", "star"]
         .iter()
         .flat_map(|c| std::fs::read_dir(data.join("train").join(c)).unwrap())

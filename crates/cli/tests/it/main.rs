@@ -7,6 +7,7 @@ mod backbones;
 mod distributed;
 mod doctor;
 mod harden;
+mod hostile;
 mod setup;
 
 fn torchlight(args: &[&str]) -> Output {
@@ -57,6 +58,14 @@ fn version_names_the_jpeg_decoder() {
         out.contains("JPEG decoder: libjpeg-turbo 2.") || out.contains("JPEG decoder: libjpeg-turbo 3."),
         "{out}"
     );
+    // And whether `train --nproc` works in this build, and how to get it when not.
+    let line = out.lines().find(|l| l.starts_with("distributed: ")).unwrap_or_else(|| panic!("{out}"));
+    if cfg!(feature = "distributed") {
+        assert!(line.starts_with("distributed: built in"), "{line}");
+    } else {
+        assert!(line.contains("not built in") && line.contains("--features distributed"), "{line}");
+        assert!(line.contains("libgloo-dev"), "{line}");
+    }
 }
 
 #[test]

@@ -15,6 +15,7 @@ mod distributed_sampler;
 mod failures;
 #[cfg(feature = "tch")]
 mod loader;
+mod ra_sampler;
 mod samplers;
 mod splits;
 #[cfg(feature = "tch")]

@@ -1,8 +1,10 @@
 //! The distributed Trainer (2 Gloo ranks on loopback, as processes): the ranks end with
 //! identical weights, equal to one process training on the concatenated batches, with the
 //! validation metrics reduced over the ranks; only rank 0 writes a run folder or prints; a
-//! resumed 2-rank run continues exactly; AMP keeps the replicas identical; metric states of
-//! different lengths (mAP's kept scores) gather into the whole set's.
+//! resumed 2-rank run continues exactly; a mid-epoch checkpoint holds the partial training
+//! metrics of every rank, so the resumed epoch reports the straight run's; AMP keeps the
+//! replicas identical; metric states of different lengths (mAP's kept scores) gather into the
+//! whole set's.
 
 use crate::common::{conv_mlp, data, describe, init_deterministic, launch, max_diff, output_of, state};
 use anyhow::{ensure, Context, Result};
@@ -13,8 +15,8 @@ use torchlight_distributed::{DataParallel, DdpConfig, ProcessGroup};
 use torchlight_nn::Sequential;
 use torchlight_optim::{ParamGroup, Sgd, SgdConfig};
 use torchlight_train::{
-    Classification, Distributed, FitSummary, MeanAveragePrecision, Metric, MetricSet, MultiLabelF1, Progress,
-    Trainer,
+    BatchEnd, Callback, Classification, Context as HookContext, Distributed, FitSummary,
+    MeanAveragePrecision, Metric, MetricSet, MultiLabelF1, Progress, TrainError, Trainer,
 };
 
 const WORLD: usize = 2;
@@ -78,6 +80,42 @@ fn fit_rank(
     resume: Option<&Path>,
     amp: bool,
 ) -> Result<(Sequential, FitSummary)> {
+    fit_rank_with(pg, epochs, run_dir, resume, amp, None)
+}
+
+/// Fails the run at optimizer step `at`, after the step's hooks of earlier callbacks and
+/// before the run folder's checkpoint (as a crash between two saves would).
+struct CrashAt(u64);
+
+impl Callback for CrashAt {
+    fn name(&self) -> String {
+        "CrashAt".into()
+    }
+    fn on_train_batch_end(
+        &mut self,
+        ctx: &mut HookContext<'_>,
+        batch: &BatchEnd,
+    ) -> torchlight_train::Result<()> {
+        if batch.stepped && ctx.position.global_step == self.0 {
+            return Err(TrainError::Training {
+                epoch: ctx.position.epoch + 1,
+                reason: "simulated crash".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// [`fit_rank`] with `last` saved after every optimizer step, and `crash` stopping it at that
+/// step.
+fn fit_rank_with(
+    pg: &ProcessGroup,
+    epochs: u64,
+    run_dir: &Path,
+    resume: Option<&Path>,
+    amp: bool,
+    crash: Option<u64>,
+) -> Result<(Sequential, FitSummary)> {
     let rank = pg.rank();
     let (mut model, mut sgd) = model_and_optimizer(3 + rank as u64)?;
     let mut train = loader(dataset(11, TRAIN_SAMPLES), rank_sampler(rank)?, PER_RANK_BATCH)?;
@@ -92,6 +130,9 @@ fn fit_rank(
         .progress(Progress::auto())
         .run_dir(run_dir)
         .distributed(Box::new(DataParallel::new(pg, DdpConfig::default())));
+    if let Some(at) = crash {
+        builder = builder.checkpoint_every_n_steps(1).callback(CrashAt(at));
+    }
     if let Some(checkpoint) = resume {
         builder = builder.resume_from(checkpoint);
     }
@@ -116,6 +157,29 @@ pub fn rank(pg: &ProcessGroup, out: &Path) -> Result<()> {
     save(&model, &out.join(format!("rank{r}_straight.safetensors")))?;
     let val: Vec<String> = summary.history.iter().map(|e| format!("{:?}", e.get("val_loss"))).collect();
     std::fs::write(out.join(format!("rank{r}_val.txt")), val.join("\n"))?;
+    let train =
+        |s: &FitSummary| format!("{:?} {:?}", s.history[0].get("train_loss"), s.history[0].get("train_acc"));
+    std::fs::write(out.join(format!("rank{r}_train_straight.txt")), train(&summary))?;
+
+    // A crash at step 2 (epoch 1's last), after the step-1 save (batch 2 of 4), and a resume
+    // from it: the epoch's training metrics are the straight run's.
+    let crash_dir = |rank: usize| out.join(format!("crash_{rank}"));
+    let crashed = fit_rank_with(pg, 1, &crash_dir(r), None, false, Some(2));
+    ensure!(crashed.is_err(), "the run did not crash");
+    let last = crash_dir(0).join("checkpoints").join("last");
+    if r == 0 {
+        // Only rank 0 writes it, after this read.
+        let saved = torchlight_checkpoint::Checkpoint::load(&last)?;
+        let samples = saved.loop_tensors().into_iter().find(|(k, _)| k == "train_metrics.samples");
+        let p = saved.meta.progress;
+        let samples = samples.map(|(_, t)| t.int64_value(&[]));
+        std::fs::write(
+            out.join("crash_checkpoint.txt"),
+            format!("{} {} {samples:?}", p.global_step, p.batch),
+        )?;
+    }
+    let (_, summary) = fit_rank_with(pg, 1, &crash_dir(r), Some(&last), false, Some(99))?;
+    std::fs::write(out.join(format!("rank{r}_train_resumed.txt")), train(&summary))?;
 
     let resume_dir = |rank: usize| out.join(format!("resume_{rank}"));
     fit_rank(pg, 1, &resume_dir(r), None, false)?;
@@ -226,6 +290,32 @@ fn two_ranks_train_like_one_process_on_the_concatenated_batch_and_resume() -> Re
     let amp1 = load(&dir.path().join("rank1_amp.safetensors"))?;
     assert_eq!(max_diff(&amp0, &amp1), 0.0, "under AMP the ranks' weights differ");
     assert!(max_diff(&amp0, &rank0) > 0.0, "the AMP run trained");
+
+    // The step-1 checkpoint holds both ranks' partial metrics (2 batches of 2 on each rank),
+    // and the resumed epoch's training figures are the straight run's on every rank.
+    let saved = std::fs::read_to_string(dir.path().join("crash_checkpoint.txt"))?;
+    let want = format!("1 2 Some({})", WORLD * 2 * PER_RANK_BATCH);
+    assert_eq!(saved, want, "the step-1 checkpoint: step, batch and the world's samples so far");
+    let figures = |name: &str| -> Result<Vec<f64>> {
+        let text = std::fs::read_to_string(dir.path().join(name))?;
+        Ok(text
+            .split(' ')
+            .map(|v| v.trim_start_matches("Some(").trim_end_matches(')').parse().expect("a number"))
+            .collect())
+    };
+    for r in 0..WORLD {
+        let (want, got) = (
+            figures(&format!("rank{r}_train_straight.txt"))?,
+            figures(&format!("rank{r}_train_resumed.txt"))?,
+        );
+        for (g, w) in got.iter().zip(&want) {
+            // Only the order of the float sums differs (the saved partial sum plus the rest).
+            assert!(
+                (g - w).abs() <= 1e-6,
+                "rank {r}: resumed epoch's train figures {got:?} vs straight {want:?}"
+            );
+        }
+    }
 
     // One epoch, then a resume to the end from rank 0's checkpoint: the straight run's weights.
     for r in 0..WORLD {

@@ -8,6 +8,7 @@ mod backbone_layers;
 mod backbones;
 mod construct;
 mod derive;
+mod layer_groups;
 mod layers;
 mod losses;
 mod pth;

@@ -157,6 +157,66 @@ fn malformed_safetensors_are_described_in_words() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A safetensors file of `header` (JSON) and `data` bytes.
+fn safetensors_bytes(header: &str, data: usize) -> Vec<u8> {
+    [&(header.len() as u64).to_le_bytes()[..], header.as_bytes(), &vec![0u8; data]].concat()
+}
+
+/// Headers the safetensors crate rejects with a vague reason are described tensor by tensor:
+/// an FP8 or unknown dtype by name (not "not valid JSON"), a bad offset against the tensor
+/// that has it (not its neighbour), and an empty file as empty.
+#[test]
+fn bad_safetensors_headers_name_the_tensor_and_the_dtype() {
+    let dir = std::env::temp_dir().join(format!("tl-nn-st-header-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fc = |bias: &str| {
+        format!(
+            r#"{{"fc.bias":{{"dtype":"F32","shape":[2],"data_offsets":{bias}}},"fc.weight":{{"dtype":"F32","shape":[2,5],"data_offsets":[8,48]}}}}"#
+        )
+    };
+    let fp8 = r#"{"w":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}}"#;
+    let odd = r#"{"w":{"dtype":"Q4","shape":[4],"data_offsets":[0,4]}}"#;
+    let cases: Vec<(&str, Vec<u8>, String)> = vec![
+        ("fp8.safetensors", safetensors_bytes(fp8, 4), "tensor `w` has dtype `F8_E4M3`".into()),
+        ("q4.safetensors", safetensors_bytes(odd, 4), "tensor `w` has dtype `Q4`".into()),
+        (
+            "past.safetensors",
+            safetensors_bytes(&fc("[100,108]"), 48),
+            "tensor `fc.bias`: data_offsets [100, 108]".into(),
+        ),
+        (
+            "overlap.safetensors",
+            safetensors_bytes(&fc("[4,12]"), 48),
+            "`fc.bias` [4, 12] and `fc.weight` [8, 48] overlap".into(),
+        ),
+    ];
+    for (name, data, reason) in cases {
+        std::fs::write(dir.join(name), data).unwrap();
+        let err = read_weights(dir.join(name)).unwrap_err().to_string();
+        assert!(err.contains(name) && err.contains(&reason), "{name}: {err}");
+        assert!(!err.contains("not valid JSON"), "{name}: {err}");
+    }
+    // Sizes that add up past u64 are an error, not an overflow.
+    let big = |k: &str| {
+        format!(
+            r#""{k}":{{"dtype":"U8","shape":[9223372036854775807],"data_offsets":[0,9223372036854775807]}}"#
+        )
+    };
+    let huge = format!("{{{},{},{}}}", big("a"), big("b"), big("c"));
+    std::fs::write(dir.join("huge.safetensors"), safetensors_bytes(&huge, 8)).unwrap();
+    assert!(read_weights(dir.join("huge.safetensors")).is_err());
+    // The intact layout reads.
+    std::fs::write(dir.join("fc.safetensors"), safetensors_bytes(&fc("[0,8]"), 48)).unwrap();
+    assert_eq!(read_weights(dir.join("fc.safetensors")).unwrap().len(), 2);
+    std::fs::write(dir.join("empty.pth"), b"").unwrap();
+    let err = read_weights(dir.join("empty.pth")).unwrap_err().to_string();
+    assert!(
+        err.contains("empty.pth") && err.contains("is empty (0 bytes)") && !err.contains("safetensors"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Writing into a folder that does not exist names the file asked for (not a temporary file)
 /// and says what the OS said, once.
 #[test]

@@ -117,6 +117,56 @@ fn rewrites_move_keys_and_bad_ones_are_errors_naming_them() {
     assert_eq!(report.rewrites, ["net.head.=fc. (given, 2 keys)", "net.= (given, 2 keys)"]);
     assert!(net.fc.weight.equal(&f["fc.weight"]));
 
+    // The suggested rewrite fits shapes as well as names: a [5, 5] extra never goes into
+    // conv.weight's [4, 3, 3, 3] slot; a stem of that shape does.
+    let extra = |name: &str, t: Tensor| -> Vec<(String, Tensor)> {
+        state_dict(&tiny())
+            .into_iter()
+            .filter(|(k, _)| k != "conv.weight")
+            .chain([(name.to_string(), t)])
+            .collect()
+    };
+    let err = load_state_dict(
+        &tiny(),
+        extra("criterion.weight", Tensor::zeros([5, 5], tch::kind::FLOAT_CPU)),
+        &LoadOptions::strict(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("missing key(s): conv.weight") && !err.contains("key rewrite"), "{err}");
+    let err = load_state_dict(
+        &tiny(),
+        extra("stem.weight", Tensor::zeros([4, 3, 3, 3], tch::kind::FLOAT_CPU)),
+        &LoadOptions::strict(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("the key rewrite `stem.=conv.` would match 1 of the 1 unexpected keys"), "{err}");
+
+    // Two keys rewritten onto one: an error naming both, not one silently kept.
+    let both: Vec<(String, Tensor)> =
+        [("backbone.conv.weight", "conv.weight"), ("conv.weight", "conv.weight")]
+            .iter()
+            .map(|(k, from)| (k.to_string(), f[*from].shallow_clone()))
+            .collect();
+    for strict in [true, false] {
+        let options =
+            LoadOptions { strict, ..LoadOptions::default() }.rewrite(KeyRewrite::strip("backbone."));
+        let err = load_state_dict(
+            &net,
+            both.iter().map(|(k, t)| (k.clone(), t.shallow_clone())).collect(),
+            &options,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("`backbone.=`")
+                && err.contains("`backbone.conv.weight`")
+                && err.contains("`conv.weight`"),
+            "{err}"
+        );
+    }
+
     let err = KeyRewrite::parse("module.").unwrap_err().to_string();
     assert!(err.contains("`module.`") && err.contains("FROM=TO"), "{err}");
     assert!(KeyRewrite::parse("=x").unwrap_err().to_string().contains("empty"));

@@ -33,6 +33,8 @@
 mod overrides;
 mod validate;
 
+pub use validate::{MAX_CLASSES, MAX_IMAGE_SIZE};
+
 use crate::error::{RecipeError, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -50,11 +52,13 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.sampler",
     "data.max_image_pixels",
     "data.exif_transpose",
+    "data.ra_reps",
     "model.name",
     "model.pretrained",
     "model.key_rewrite",
     "model.num_classes",
     "model.freeze_epochs",
+    "model.freeze_bn",
     "optim.optimizer",
     "optim.lr",
     "optim.backbone_lr",
@@ -62,6 +66,9 @@ pub const CONFIG_KEYS: &[&str] = &[
     "optim.momentum",
     "optim.betas",
     "optim.warmup_epochs",
+    "optim.norm_weight_decay",
+    "optim.bias_weight_decay",
+    "optim.layer_decay",
     "scheduler.kind",
     "scheduler.step_size",
     "scheduler.milestones",
@@ -70,6 +77,15 @@ pub const CONFIG_KEYS: &[&str] = &[
     "scheduler.pct_start",
     "scheduler.div_factor",
     "scheduler.final_div_factor",
+    "scheduler.monitor",
+    "scheduler.mode",
+    "scheduler.factor",
+    "scheduler.patience",
+    "scheduler.threshold",
+    "scheduler.threshold_mode",
+    "scheduler.cooldown",
+    "scheduler.min_lr",
+    "scheduler.eps",
     "train.epochs",
     "train.batch_size",
     "train.seed",
@@ -145,6 +161,13 @@ pub struct DataConfig {
     /// taken on its side is upright: the default. `false` decodes as torchvision's loader
     /// does (`Image.open(f).convert("RGB")`, no turning), byte for byte.
     pub exif_transpose: bool,
+    /// torchvision's `--ra-reps` with `--ra-sampler`: above 1, training batches come from its
+    /// repeated-augmentation `RASampler`, each image listed this many times in a row and the
+    /// copies dealt to consecutive ranks (each copy augmented anew), the epoch as long as
+    /// without repeats (`ceil(images / ranks)` per rank; torchvision rounds it down to a
+    /// multiple of 256 images, which would empty an epoch of a small set). 1 (the default)
+    /// draws each image once.
+    pub ra_reps: usize,
 }
 
 /// How training samples are drawn (`data.sampler`).
@@ -211,6 +234,7 @@ impl Default for DataConfig {
             sampler: SamplerKind::Random,
             max_image_pixels: torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS,
             exif_transpose: true,
+            ra_reps: 1,
         }
     }
 }
@@ -256,6 +280,11 @@ pub struct ModelConfig {
     /// Epochs during which only the head trains (backbone frozen); 0 trains everything from
     /// the start.
     pub freeze_epochs: usize,
+    /// Keep every BatchNorm fixed for the whole run (timm's `freeze_batch_norm_2d`,
+    /// Lightning's `BaseFinetuning.freeze(train_bn=False)`): running statistics used and never
+    /// updated, weight and bias not trained, also once `freeze_epochs` unfreeze the backbone.
+    /// The fix for fine-tuning with batches too small for good batch statistics. Default off.
+    pub freeze_bn: bool,
 }
 
 impl Default for ModelConfig {
@@ -266,6 +295,7 @@ impl Default for ModelConfig {
             key_rewrite: Vec::new(),
             num_classes: None,
             freeze_epochs: 0,
+            freeze_bn: false,
         }
     }
 }
@@ -283,8 +313,11 @@ pub enum OptimizerKind {
     Sgd,
 }
 
-/// The `[optim]` section. Two parameter groups: the new head at `lr`, the backbone at
-/// `backbone_lr` (after any frozen epochs).
+/// The `[optim]` section. The parameter groups (optim's `ParamGroupBuilder`): the new head at
+/// `lr`, the backbone at `backbone_lr` (after any frozen epochs), each with `weight_decay`
+/// except 1-D parameters (biases, norm weights), which get none; `norm_weight_decay`,
+/// `bias_weight_decay` and `layer_decay` refine this as torchvision's reference recipe and
+/// timm do. `torchlight summary --config FILE` prints the groups a model gets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OptimConfig {
@@ -304,6 +337,20 @@ pub struct OptimConfig {
     pub betas: [f64; 2],
     /// Epochs of linear warm-up from 0 to the group lrs before the scheduler takes over.
     pub warmup_epochs: usize,
+    /// torchvision's `--norm-weight-decay`: the weight decay of every normalisation layer's
+    /// parameters (BatchNorm, LayerNorm, GroupNorm, ...), in groups of their own; `None` (the
+    /// default) leaves them to the 1-D rule (no decay).
+    pub norm_weight_decay: Option<f64>,
+    /// torchvision's `--bias-weight-decay`: the weight decay of every parameter named `bias`
+    /// (norms' too; it wins over `norm_weight_decay`), in groups of their own; `None` (the
+    /// default) leaves them to the other rules.
+    pub bias_weight_decay: Option<f64>,
+    /// timm's `--layer-decay`: layer-wise lr decay in (0, 1]; each layer's lr (the head's
+    /// `lr`, the backbone's `backbone_lr`) is multiplied by `layer_decay ^ (top - layer)`,
+    /// the layers numbered as timm numbers the same model's (one per ResNet, MobileNet,
+    /// EfficientNet, ConvNeXt or ViT block, the stem at 0, the head on top;
+    /// `torchlight_nn::Architecture::layer_ids`). `None` (the default): no layer decay.
+    pub layer_decay: Option<f64>,
 }
 
 impl Default for OptimConfig {
@@ -316,6 +363,9 @@ impl Default for OptimConfig {
             momentum: 0.9,
             betas: [0.9, 0.999],
             warmup_epochs: 0,
+            norm_weight_decay: None,
+            bias_weight_decay: None,
+            layer_decay: None,
         }
     }
 }
@@ -363,6 +413,58 @@ pub enum SchedulerConfig {
         #[serde(default = "default_final_div_factor")]
         final_div_factor: f64,
     },
+    /// `ReduceLROnPlateau`: multiply every group's lr by `factor` once `monitor` has not
+    /// improved for more than `patience` epochs, stepped after each validation. The
+    /// parameters are torch's, with its defaults; `monitor` is Lightning's.
+    Plateau {
+        /// The metric it watches: `val_loss` (the default), `val_acc`, `val_top<k>`,
+        /// `train_loss` or `train_acc`.
+        #[serde(default = "default_monitor")]
+        monitor: String,
+        /// `min` (lower is better, the default) or `max`.
+        #[serde(default = "default_plateau_mode")]
+        mode: String,
+        /// The lr is multiplied by this; 0.1, in (0, 1).
+        #[serde(default = "default_gamma")]
+        factor: f64,
+        /// Epochs without improvement tolerated before a cut; 10.
+        #[serde(default = "default_patience")]
+        patience: usize,
+        /// What counts as an improvement (see `threshold_mode`); 1e-4.
+        #[serde(default = "default_threshold")]
+        threshold: f64,
+        /// `rel` (better than `best * (1 -/+ threshold)`, the default) or `abs`.
+        #[serde(default = "default_threshold_mode")]
+        threshold_mode: String,
+        /// Epochs to wait after a cut before counting again; 0.
+        #[serde(default)]
+        cooldown: usize,
+        /// Lower bound of every group's lr; 0.
+        #[serde(default)]
+        min_lr: f64,
+        /// A cut smaller than this is not applied; 1e-8.
+        #[serde(default = "default_plateau_eps")]
+        eps: f64,
+    },
+}
+
+fn default_monitor() -> String {
+    "val_loss".into()
+}
+fn default_plateau_mode() -> String {
+    "min".into()
+}
+fn default_patience() -> usize {
+    10
+}
+fn default_threshold() -> f64 {
+    1e-4
+}
+fn default_threshold_mode() -> String {
+    "rel".into()
+}
+fn default_plateau_eps() -> f64 {
+    1e-8
 }
 
 fn default_step_size() -> usize {
@@ -396,6 +498,7 @@ impl SchedulerConfig {
             SchedulerConfig::MultiStep { .. } => "multistep",
             SchedulerConfig::Cosine { .. } => "cosine",
             SchedulerConfig::OneCycle { .. } => "onecycle",
+            SchedulerConfig::Plateau { .. } => "plateau",
         }
     }
 }
@@ -563,7 +666,40 @@ impl TrainConfig {
     }
 }
 
-/// A parser message on one line (TOML's syntax errors span several).
+/// A parser message on one line (TOML's syntax errors span several), with serde's Rust type
+/// names in words: "expected usize" is "expected a whole number (0 or more)".
 pub(crate) fn one_line(message: &str) -> String {
-    message.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+    let line = message.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+    plain_types(&line)
+}
+
+/// `expected u64` (and the other integer and float types serde names) in words.
+fn plain_types(message: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        ("usize", "a whole number (0 or more)"),
+        ("u64", "a whole number (0 or more)"),
+        ("u32", "a whole number (0 or more)"),
+        ("u16", "a whole number (0 or more)"),
+        ("u8", "a whole number (0 or more)"),
+        ("i64", "a whole number"),
+        ("i32", "a whole number"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+    ];
+    let mut out = message.to_string();
+    for (rust, words) in WORDS {
+        let pattern = format!("expected {rust}");
+        let mut from = 0;
+        while let Some(i) = out[from..].find(&pattern).map(|i| i + from) {
+            let end = i + pattern.len();
+            if out[end..].chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                from = end;
+                continue;
+            }
+            let replacement = format!("expected {words}");
+            out.replace_range(i..end, &replacement);
+            from = i + replacement.len();
+        }
+    }
+    out
 }

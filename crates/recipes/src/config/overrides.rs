@@ -80,6 +80,9 @@ fn is_optional(key: &str) -> bool {
         key,
         "model.pretrained"
             | "model.num_classes"
+            | "optim.norm_weight_decay"
+            | "optim.bias_weight_decay"
+            | "optim.layer_decay"
             | "train.grad_clip"
             | "train.early_stopping_patience"
             | "train.checkpoint_every_steps"
@@ -148,6 +151,17 @@ mod tests {
             SchedulerConfig::MultiStep { milestones: vec![1, 2], gamma: 0.5 },
             SchedulerConfig::Cosine { eta_min: 0.0 },
             SchedulerConfig::OneCycle { pct_start: 0.3, div_factor: 25.0, final_div_factor: 1e4 },
+            SchedulerConfig::Plateau {
+                monitor: "val_loss".into(),
+                mode: "min".into(),
+                factor: 0.1,
+                patience: 10,
+                threshold: 1e-4,
+                threshold_mode: "rel".into(),
+                cooldown: 0,
+                min_lr: 0.0,
+                eps: 1e-8,
+            },
         ];
         for s in schedulers {
             let mut c = TrainConfig::default();
@@ -157,6 +171,9 @@ mod tests {
             c.train.early_stopping_patience = Some(3);
             c.train.checkpoint_every_steps = Some(100);
             c.train.mixup_off_epoch = Some(5);
+            c.optim.norm_weight_decay = Some(0.0);
+            c.optim.bias_weight_decay = Some(0.0);
+            c.optim.layer_decay = Some(0.75);
             c.scheduler = s;
             let t = toml::Table::try_from(&c).unwrap();
             for (section, v) in t {

@@ -1,12 +1,14 @@
 //! [`TrainConfig::validate`]: every value training depends on, checked before any work, with
 //! errors naming the field, its value and why.
 
-use super::{ClassWeights, SchedulerConfig, TrainConfig};
+use super::{ClassWeights, SamplerKind, SchedulerConfig, TrainConfig};
 
 /// The largest `data.image_size`: 8K pixels a side (a 3-channel float image of 768 MiB).
 pub const MAX_IMAGE_SIZE: u32 = 8192;
 /// The most loader threads.
 pub const MAX_WORKERS: usize = 256;
+/// The most repeats of `data.ra_reps` (torchvision's default is 3).
+pub const MAX_RA_REPS: usize = 64;
 /// The most classes a head may have.
 pub const MAX_CLASSES: usize = 1_000_000;
 /// The largest batch of float32 inputs, in bytes (64 GiB): larger is a typo, not a plan.
@@ -63,6 +65,16 @@ impl TrainConfig {
         if !(d.val_fraction > 0.0 && d.val_fraction < 1.0) {
             invalid("data.val_fraction", d.val_fraction, "must be in (0, 1)")?;
         }
+        if d.ra_reps == 0 || d.ra_reps > MAX_RA_REPS {
+            invalid("data.ra_reps", d.ra_reps, &format!("must be between 1 (no repeats) and {MAX_RA_REPS}"))?;
+        }
+        if d.ra_reps > 1 && d.sampler == SamplerKind::Weighted {
+            invalid(
+                "data.ra_reps",
+                d.ra_reps,
+                "repeated augmentation draws its own order and cannot be combined with data.sampler = \"weighted\"",
+            )?;
+        }
         if !(d.min_crop_scale > 0.0 && d.min_crop_scale <= 1.0) {
             invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
         }
@@ -102,6 +114,33 @@ impl TrainConfig {
         for b in o.betas {
             if !(0.0..1.0).contains(&b) {
                 invalid("optim.betas", format!("{:?}", o.betas), "each beta must be in [0, 1)")?;
+            }
+        }
+        if let Some(wd) = o.norm_weight_decay {
+            non_negative("optim.norm_weight_decay", wd)?;
+        }
+        if let Some(wd) = o.bias_weight_decay {
+            non_negative("optim.bias_weight_decay", wd)?;
+        }
+        if let Some(decay) = o.layer_decay {
+            if !(decay > 0.0 && decay <= 1.0) {
+                invalid(
+                    "optim.layer_decay",
+                    decay,
+                    "must be in (0, 1]: each layer below the head trains at this fraction of the lr of the layer above",
+                )?;
+            }
+            if let Some(arch) = torchlight_nn::architecture(&m.name) {
+                if !arch.has_layer_groups() {
+                    invalid(
+                        "optim.layer_decay",
+                        decay,
+                        &format!(
+                            "model {} does not number its layers (register it with Architecture::with_layer_groups)",
+                            m.name
+                        ),
+                    )?;
+                }
             }
         }
         if o.warmup_epochs >= t.epochs && o.warmup_epochs > 0 {
@@ -145,6 +184,49 @@ impl TrainConfig {
                         "optim.warmup_epochs",
                         o.warmup_epochs,
                         "must be 0 with the onecycle scheduler, which warms up by itself (pct_start)",
+                    )?;
+                }
+            }
+            SchedulerConfig::Plateau {
+                monitor,
+                mode,
+                factor,
+                threshold,
+                threshold_mode,
+                min_lr,
+                eps,
+                ..
+            } => {
+                if !["min", "max"].contains(&mode.as_str()) {
+                    invalid("scheduler.mode", format!("{mode:?}"), "must be \"min\" or \"max\"")?;
+                }
+                if !["rel", "abs"].contains(&threshold_mode.as_str()) {
+                    invalid(
+                        "scheduler.threshold_mode",
+                        format!("{threshold_mode:?}"),
+                        "must be \"rel\" or \"abs\"",
+                    )?;
+                }
+                let top = format!("val_top{}", t.top_k);
+                let known = ["val_loss", "val_acc", top.as_str(), "train_loss", "train_acc"];
+                if !known.contains(&monitor.as_str()) {
+                    invalid(
+                        "scheduler.monitor",
+                        format!("{monitor:?}"),
+                        &format!("must be one of the metrics an epoch logs: {}", known.join(", ")),
+                    )?;
+                }
+                if !(*factor > 0.0 && *factor < 1.0) {
+                    invalid("scheduler.factor", factor, "must be in (0, 1): the lr is multiplied by it")?;
+                }
+                non_negative("scheduler.threshold", *threshold)?;
+                non_negative("scheduler.min_lr", *min_lr)?;
+                non_negative("scheduler.eps", *eps)?;
+                if o.warmup_epochs > 0 {
+                    invalid(
+                        "optim.warmup_epochs",
+                        o.warmup_epochs,
+                        "must be 0 with the plateau scheduler (a warm-up schedule would overwrite its cuts)",
                     )?;
                 }
             }

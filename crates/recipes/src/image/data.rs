@@ -6,7 +6,10 @@ use crate::error::{RecipeError, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
-use torchlight_data::{DataLoader, DefaultCollate, DistributedSampler, Subset, WeightedRandomSampler};
+use torchlight_data::{
+    DataLoader, DefaultCollate, DistributedSampler, RASampler, Sampler, Subset, WeightedRandomSampler,
+};
+use torchlight_tensor::seed::derive_seed;
 use torchlight_vision::{
     Compose, EvalPreprocessing, ImageFolder, Normalize, PixelCheck, RandomHorizontalFlip, RandomResizedCrop,
     SplitFolders, ToTensor, VisionError, IMAGENET_MEAN, IMAGENET_STD,
@@ -186,12 +189,28 @@ pub fn sharded_loader(
             ),
         });
     }
-    let distributed = match shard {
+    let reps = config.data.ra_reps;
+    let mut loader_seed = config.train.seed;
+    let distributed: Option<Box<dyn Sampler>> = match shard {
+        _ if train && reps > 1 => {
+            // torchvision's RASampler, its epoch as long as a DistributedSampler's.
+            let (rank, world) = shard.unwrap_or((0, 1));
+            let sampler = RASampler::new(n, world, rank)?
+                .with_repetitions(reps)?
+                .with_seed(config.train.seed)
+                .with_selected_round(0);
+            n = sampler.len();
+            if rank > 0 {
+                // Each rank augments its copies of a sample differently.
+                loader_seed = derive_seed(config.train.seed, &[rank as u64]);
+            }
+            Some(Box::new(sampler))
+        }
         Some((rank, world)) => {
             let sampler =
                 DistributedSampler::new(n, world, rank)?.with_seed(config.train.seed).with_shuffle(train);
             n = sampler.num_samples();
-            Some(sampler)
+            Some(Box::new(sampler))
         }
         None => None,
     };
@@ -210,7 +229,7 @@ pub fn sharded_loader(
         .num_workers(config.data.workers)
         .persistent_workers(config.data.workers > 0)
         .pin_memory(device.is_cuda())
-        .seed(config.train.seed);
+        .seed(loader_seed);
     builder = match (sampler, distributed) {
         (Some(s), _) => builder.sampler(s),
         (None, Some(s)) => builder.sampler(s),

@@ -6,9 +6,9 @@ use crate::card::ModelCard;
 use crate::config::{ExtendSchedule, TrainConfig};
 use crate::error::{RecipeError, Result};
 use crate::model::{build_model, model_architecture};
-use crate::optimizer::{build_optimizer, build_scheduler};
+use crate::optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 use crate::run_dir::RunDir;
-use crate::summary::RunSummary;
+use crate::summary::{ParamGroupSummary, RunSummary};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tch::{Kind, Tensor};
@@ -149,15 +149,27 @@ fn resume_on(
     let progress = if main { progress } else { &quiet };
     let run = RunDir::open(run_dir)?;
     let saved = TrainConfig::from_toml_file(run.config_path())?;
+    let last = run.checkpoints_dir()?.join("last");
+    let checkpoint = Checkpoint::load(&last)?;
+    let card = ModelCard::from_checkpoint(&checkpoint)?;
+    // The config the weights were trained with is the checkpoint's: a hand-edited
+    // `config.toml` may change what `--set` may change on resume, and nothing else.
+    if let Some((key, held, edited)) = first_unchangeable_change(&card.config, &saved) {
+        return Err(RecipeError::RunDir {
+            path: run.config_path(),
+            reason: format!(
+                "`{key}` is {edited} here but {held} in the checkpoint {} was trained with: a resumed run keeps its config; only {} may change: undo the edit, or start a new run to change it",
+                last.display(),
+                RESUME_CHANGEABLE.join(", ")
+            ),
+        });
+    }
     let mut config = saved.clone();
     for (key, value) in changes {
         config.set(key, value)?;
     }
     check_changes(&saved, &config)?;
     config.validate()?;
-    let last = run.checkpoints_dir()?.join("last");
-    let checkpoint = Checkpoint::load(&last)?;
-    let card = ModelCard::from_checkpoint(&checkpoint)?;
     let position = checkpoint.meta.progress;
     drop(checkpoint);
     let (done, target) = (position.epoch, config.train.epochs as u64);
@@ -199,28 +211,40 @@ fn resume_on(
     train_run(config, splits, run, Some((last, !restart)), schedule_start, progress, world)
 }
 
+/// Refuses a `--set` (or flag) on resume that changes a key outside [`RESUME_CHANGEABLE`].
 fn check_changes(saved: &TrainConfig, config: &TrainConfig) -> Result<()> {
-    let (a, b) = (toml::Table::try_from(saved), toml::Table::try_from(config));
-    let (Ok(a), Ok(b)) = (a, b) else { return Ok(()) };
-    for (section, fields) in &b {
-        let Some(fields) = fields.as_table() else { continue };
-        for (field, value) in fields {
+    match first_unchangeable_change(saved, config) {
+        None => Ok(()),
+        Some((key, before, value)) => Err(RecipeError::InvalidOverride {
+            key,
+            value,
+            reason: format!(
+                "a resumed run keeps its config (it has {before}); only {} may change: start a new run to change it",
+                RESUME_CHANGEABLE.join(", ")
+            ),
+        }),
+    }
+}
+
+/// The first key outside [`RESUME_CHANGEABLE`] whose value differs between `saved` and
+/// `config`, with both values as TOML text (`no value` for an unset one).
+fn first_unchangeable_change(saved: &TrainConfig, config: &TrainConfig) -> Option<(String, String, String)> {
+    let (a, b) = (toml::Table::try_from(saved).ok()?, toml::Table::try_from(config).ok()?);
+    let shown = |v: Option<&toml::Value>| v.map_or("no value".to_string(), |v| v.to_string());
+    let sections: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for section in sections {
+        let (sa, sb) = (a.get(section.as_str()), b.get(section.as_str()));
+        let fields: std::collections::BTreeSet<&String> =
+            [sa, sb].into_iter().flatten().filter_map(|t| t.as_table()).flat_map(|t| t.keys()).collect();
+        for field in fields {
             let key = format!("{section}.{field}");
-            let before = a.get(section).and_then(|s| s.get(field));
-            if before != Some(value) && !RESUME_CHANGEABLE.contains(&key.as_str()) {
-                return Err(RecipeError::InvalidOverride {
-                    key,
-                    value: value.to_string(),
-                    reason: format!(
-                        "a resumed run keeps its config (it has {}); only {} may change: start a new run to change it",
-                        before.map_or("no value".to_string(), |v| v.to_string()),
-                        RESUME_CHANGEABLE.join(", ")
-                    ),
-                });
+            let (before, after) = (sa.and_then(|s| s.get(field)), sb.and_then(|s| s.get(field)));
+            if before != after && !RESUME_CHANGEABLE.contains(&key.as_str()) {
+                return Some((key, shown(before), shown(after)));
             }
         }
     }
-    Ok(())
+    None
 }
 
 /// The recipe proper: loaders, model, optimizer, schedule and task, a [`Trainer`] with the
@@ -263,10 +287,15 @@ fn train_run(
     let mut val_loader = sharded_loader(splits.val, &config, false, device, shard)?;
     let head = model_architecture(&config)?.head();
     let mut model = build_model(&config, num_classes, device)?;
+    let groups = ParamGroupSummary::of(&param_groups(&config, model.as_ref(), head)?);
+    for (i, g) in groups.iter().enumerate() {
+        progress.line(&format!("param group {i}: {g}"));
+    }
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
     let steps_per_epoch = train_loader.len().div_ceil(t.accumulation_steps);
     let span = (t.epochs as u64).saturating_sub(schedule_start).max(1);
     let scheduler = build_scheduler(&config, optimizer.as_mut(), steps_per_epoch, span)?;
+    let plateau = build_plateau(&config, optimizer.as_ref())?;
     let card = ModelCard { config: config.clone(), classes: classes.clone(), schedule_start };
     let step = StepConfig {
         amp: t.amp,
@@ -311,6 +340,9 @@ fn train_run(
     }
     if let Some((s, interval)) = scheduler {
         builder = builder.lr_scheduler(s, interval);
+    }
+    if let Some((p, monitor)) = plateau {
+        builder = builder.plateau_scheduler(p, monitor);
     }
     if let Some((last, restore_scheduler)) = resume {
         builder = builder.resume_from(last).restore_scheduler(restore_scheduler);
@@ -379,6 +411,7 @@ fn train_run(
         best_ema_val_acc: ema_best.map(|b| b.0),
         best_ema_epoch: ema_best.map(|b| b.1),
         ema_selected,
+        param_groups: groups,
     };
     if main {
         let path = run.summary_path();

@@ -164,6 +164,13 @@ fn validate_names_the_invalid_field() {
         // The Mixup switches without Mixup or CutMix name the missing alpha.
         ("train.mixup_prob", "0.5", "train.mixup_alpha"),
         ("train.mixup_off_epoch", "3", "train.mixup_alpha"),
+        ("optim.norm_weight_decay", "-1e-5", "optim.norm_weight_decay"),
+        ("optim.bias_weight_decay", "inf", "optim.bias_weight_decay"),
+        ("optim.layer_decay", "0", "optim.layer_decay"),
+        ("optim.layer_decay", "1.5", "optim.layer_decay"),
+        ("optim.layer_decay", "nan", "optim.layer_decay"),
+        ("data.ra_reps", "0", "data.ra_reps"),
+        ("data.ra_reps", "1000", "data.ra_reps"),
     ];
     for (key, value, field) in cases {
         assert_eq!(invalid_field(key, value), field, "{key} = {value}");
@@ -318,4 +325,70 @@ fn the_settings_doctor_suggests_exist() {
     let back = TrainConfig::from_toml_str(&c.to_toml()).unwrap();
     assert_eq!(back, c);
     assert!(matches!(c.set("sampler", "uniform"), Err(RecipeError::InvalidOverride { .. })));
+}
+
+#[test]
+fn the_plateau_scheduler_reads_with_torchs_names_and_defaults_and_is_validated() {
+    let c = TrainConfig::from_toml_str("[scheduler]\nkind = \"plateau\"\n").unwrap();
+    // torch.optim.lr_scheduler.ReduceLROnPlateau's defaults; Lightning's monitor default.
+    let defaults = SchedulerConfig::Plateau {
+        monitor: "val_loss".into(),
+        mode: "min".into(),
+        factor: 0.1,
+        patience: 10,
+        threshold: 1e-4,
+        threshold_mode: "rel".into(),
+        cooldown: 0,
+        min_lr: 0.0,
+        eps: 1e-8,
+    };
+    assert_eq!(c.scheduler, defaults);
+    assert_eq!(c.scheduler.kind(), "plateau");
+    c.validate().unwrap();
+    let text = "[scheduler]\nkind = \"plateau\"\nmonitor = \"val_acc\"\nmode = \"max\"\nfactor = 0.5\npatience = 2\n\
+                threshold = 0.01\nthreshold_mode = \"abs\"\ncooldown = 1\nmin_lr = 1e-6\neps = 1e-9\n";
+    let c = TrainConfig::from_toml_str(text).unwrap();
+    let SchedulerConfig::Plateau {
+        monitor, mode, factor, patience, threshold_mode, cooldown, min_lr, ..
+    } = &c.scheduler
+    else {
+        panic!("{:?}", c.scheduler)
+    };
+    assert_eq!(
+        (monitor.as_str(), mode.as_str(), *factor, *patience, threshold_mode.as_str(), *cooldown, *min_lr),
+        ("val_acc", "max", 0.5, 2, "abs", 1, 1e-6)
+    );
+    // The built scheduler and the metric it is given to the Trainer with.
+    let w = tch::Tensor::zeros([2], (tch::Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    let opt = torchlight_optim::Sgd::new(vec![torchlight_optim::ParamGroup::new(
+        vec![("w".into(), w)],
+        torchlight_optim::SgdConfig::new(0.1),
+    )])
+    .unwrap();
+    let (plateau, monitor) = torchlight_recipes::build_plateau(&c, &opt).unwrap().expect("a plateau");
+    assert_eq!((monitor.as_str(), plateau.best()), ("val_acc", f64::NEG_INFINITY));
+    assert!(torchlight_recipes::build_plateau(&TrainConfig::default(), &opt).unwrap().is_none());
+
+    let bad = |key: &str, value: &str| {
+        let mut c = TrainConfig::default();
+        c.set("scheduler.kind", "plateau").unwrap();
+        c.set(key, value).unwrap_or_else(|e| panic!("set {key}={value}: {e}"));
+        c.validate().unwrap_err().to_string()
+    };
+    for (key, value) in [
+        ("scheduler.factor", "1.0"),
+        ("scheduler.factor", "0"),
+        ("scheduler.threshold", "-1"),
+        ("scheduler.min_lr", "-1e-3"),
+        ("scheduler.eps", "nan"),
+        ("scheduler.monitor", "\"val_f1\""),
+        ("optim.warmup_epochs", "2"),
+        ("scheduler.mode", "\"lowest\""),
+        ("scheduler.threshold_mode", "\"relative\""),
+    ] {
+        let err = bad(key, value);
+        assert!(err.contains(key), "{key} = {value}: {err}");
+    }
+    assert!(bad("scheduler.monitor", "\"val_f1\"").contains("val_loss, val_acc, val_top5"));
+    assert!(bad("scheduler.mode", "\"lowest\"").contains("\"min\" or \"max\""));
 }

@@ -83,6 +83,13 @@ fn fit_on_a_generated_set_learns_and_fills_the_run_folder() {
     for key in ["best_val_acc", "best_epoch", "test_acc", "epochs", "seconds", "train_images_per_s"] {
         assert!(json.get(key).is_some(), "summary.json lacks {key}");
     }
+    // The recipe's four groups: backbone and head, each with and without weight decay.
+    let groups: Vec<&str> =
+        json["param_groups"].as_array().unwrap().iter().map(|g| g["rules"].as_str().unwrap()).collect();
+    assert_eq!(
+        groups,
+        ["weight decay", "no weight decay", "prefix `fc.`, weight decay", "prefix `fc.`, no weight decay"]
+    );
     // The run can be repeated from its folder alone.
     let saved = TrainConfig::from_toml_file(run.join("config.toml")).unwrap();
     assert_eq!(saved.train.epochs, 20);
@@ -349,4 +356,124 @@ fn data_exif_transpose_reaches_every_split_and_the_eval_preprocessing_is_the_con
     assert!(c.to_toml().contains("exif_transpose = true"));
     let eval = eval_preprocessing(&c);
     assert_eq!((eval.resize, eval.crop), (36, 32), "torchvision's preset at 32 px: 32 * 256 / 224");
+}
+
+#[test]
+fn freeze_bn_keeps_every_batch_norm_bit_for_bit_through_a_frozen_then_unfrozen_fine_tune() {
+    use tch::Tensor;
+    use torchlight_checkpoint::Checkpoint;
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [8, 8, 8]);
+    // Pretrained weights whose BatchNorms hold statistics and affine values of their own.
+    let pretrained = torchlight_nn::resnet18(3);
+    let _g = torchlight_tensor::no_grad();
+    for (name, t) in torchlight_nn::state_dict(&pretrained) {
+        if name.contains("bn") || name.contains("downsample.1") {
+            if name.ends_with("num_batches_tracked") {
+                let _ = t.shallow_clone().fill_(7);
+            } else {
+                t.shallow_clone().copy_(&(Tensor::rand_like(&t) + 0.5));
+            }
+        }
+    }
+    drop(_g);
+    let weights = tmp.path().join("r18.safetensors");
+    torchlight_nn::save_safetensors(&pretrained, &weights).unwrap();
+    let before: std::collections::HashMap<String, Tensor> =
+        torchlight_nn::state_dict(&pretrained).into_iter().collect();
+
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 2);
+    config.model.pretrained = Some(weights);
+    config.model.freeze_epochs = 1;
+    config.model.freeze_bn = true;
+    config.train.batch_size = 4;
+    let summary = fit(config, &Progress::quiet()).unwrap();
+    let trained = Checkpoint::load(summary.run_dir.join("checkpoints/last")).unwrap();
+    let model = torchlight_nn::resnet18(3);
+    trained.restore_model(&model).unwrap();
+    let (mut fixed, mut moved) = (0, 0);
+    for (name, t) in torchlight_nn::state_dict(&model) {
+        if name.starts_with("fc.") {
+            continue; // the new head
+        }
+        let was = &before[&name];
+        if name.contains("bn") || name.contains("downsample.1") {
+            assert!(t.equal(was), "{name} changed under model.freeze_bn");
+            fixed += 1;
+        } else if !t.equal(was) {
+            moved += 1;
+        }
+    }
+    assert_eq!(
+        fixed,
+        20 * 5,
+        "weight, bias, running_mean, running_var, num_batches_tracked of 20 BatchNorms"
+    );
+    assert_eq!(moved, 20, "every convolution of the unfrozen backbone trained in epoch 2");
+}
+
+#[test]
+fn ra_reps_deals_each_image_to_consecutive_ranks_augmented_anew_and_keeps_the_epoch_length() {
+    use tch::Tensor;
+    use torchlight_data::{RASampler, Sampler};
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [8, 8, 8]);
+    let mut c = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 2);
+    c.data.workers = 0;
+    c.train.batch_size = 2;
+    c.train.seed = 4;
+    let length = |c: &TrainConfig, rank| {
+        sharded_loader(open_splits(c).unwrap().train, c, true, Device::Cpu, Some((rank, 2))).unwrap().len()
+    };
+    let plain = length(&c, 0);
+    c.data.ra_reps = 3;
+    c.validate().unwrap();
+    assert_eq!(length(&c, 0), plain, "the epoch keeps its length");
+    let splits = open_splits(&c).unwrap();
+    let (n, targets) = (torchlight_data::Dataset::len(&splits.train), splits.train_targets());
+    let epoch = |rank| -> Vec<(Tensor, Tensor)> {
+        let mut l =
+            sharded_loader(open_splits(&c).unwrap().train, &c, true, Device::Cpu, Some((rank, 2))).unwrap();
+        l.epoch(1).map(|b| b.unwrap()).collect()
+    };
+    let (rank0, rank1) = (epoch(0), epoch(1));
+    for (rank, batches) in [(0, &rank0), (1, &rank1)] {
+        let order = RASampler::new(n, 2, rank).unwrap().with_seed(4).with_selected_round(0).indices(1);
+        let labels: Vec<i64> = batches.iter().flat_map(|(_, y)| Vec::<i64>::try_from(y).unwrap()).collect();
+        let expected: Vec<i64> = order.iter().map(|&i| targets[i]).collect();
+        assert_eq!(labels, expected, "rank {rank}: torchvision's RASampler order");
+    }
+    // [a, a, a, b, b, b, ...] dealt to 2 ranks: rank 0 gets a, a, b; rank 1 a, b, b. Every
+    // copy of `a` is its own augmentation, on one rank and across ranks.
+    let a0 = rank0[0].0.get(0);
+    assert!(!a0.equal(&rank0[0].0.get(1)), "the repeat on rank 0 is augmented anew");
+    assert!(!a0.equal(&rank1[0].0.get(0)), "the copy on rank 1 is augmented apart");
+
+    c.data.sampler = SamplerKind::Weighted;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("data.ra_reps") && err.contains("weighted"), "{err}");
+}
+
+#[test]
+fn the_plateau_scheduler_cuts_the_lr_on_the_monitored_metric() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [16, 8, 0]);
+    let mut c = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 3);
+    c.set("scheduler.kind", "plateau").unwrap();
+    for (k, v) in [("monitor", "\"val_loss\""), ("mode", "\"min\""), ("patience", "0"), ("factor", "0.5")] {
+        c.set(&format!("scheduler.{k}"), v).unwrap();
+    }
+    c.set("scheduler.threshold", "10.0").unwrap();
+    let summary = fit(c, &Progress::quiet()).unwrap();
+    let rows = read_metrics_csv(summary.run_dir.join("metrics.csv")).unwrap();
+    let lrs: Vec<f64> = rows.iter().map(|r| r.lr).collect();
+    // threshold 10 (relative, min): an improvement needs val_loss < -9 * best, which never
+    // holds (not even against the first best, inf, as in torch: -9 * inf is -inf), so every
+    // epoch is bad and with patience 0 halves the lr after it.
+    assert_eq!(lrs, [3e-3, 1.5e-3, 7.5e-4], "{lrs:?}");
+    let last = torchlight_checkpoint::Checkpoint::load(summary.run_dir.join("checkpoints/last")).unwrap();
+    assert_eq!(last.meta.loop_state["plateau"]["last_epoch"], 3);
 }

@@ -6,6 +6,7 @@ mod config;
 mod doctor;
 mod fit;
 mod guard;
+mod param_groups;
 mod run_dir;
 
 /// A fresh temporary folder, removed when the guard drops.

@@ -107,3 +107,63 @@ fn a_libtorch_of_another_version_is_refused() {
         "{said}"
     );
 }
+
+/// Runs `torchlight-setup --no-project` in `dir` with `TORCHLIGHT_CACHE` (and `XDG_CACHE_HOME`)
+/// as given. pip is kept off the network (`PIP_NO_INDEX`), so a setup that wrongly goes on to
+/// install fails instead of downloading.
+fn setup_with(dir: &Path, cache: &std::ffi::OsStr, xdg: Option<&Path>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_torchlight-setup"));
+    command.arg("--no-project").current_dir(dir).env("PIP_NO_INDEX", "1");
+    command.env_remove("LIBTORCH").env("TORCHLIGHT_CACHE", cache);
+    match xdg {
+        Some(dir) => command.env("XDG_CACHE_HOME", dir),
+        None => command.env_remove("XDG_CACHE_HOME"),
+    };
+    command.output().expect("torchlight-setup runs")
+}
+
+/// `TORCHLIGHT_CACHE=` (empty) is unset, not the current folder: the XDG cache is used.
+#[test]
+fn an_empty_torchlight_cache_counts_as_unset() {
+    let scene = Scene::new("empty-var");
+    let xdg = scene.root.join("xdg");
+    fs::create_dir_all(&xdg).unwrap();
+    fs::rename(scene.root.join("cache"), xdg.join("torchlight")).unwrap();
+    let out = setup_with(&scene.root, "".as_ref(), Some(&xdg));
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    let libtorch = xdg.join("torchlight/libtorch-2.11.0-full/torch");
+    assert!(said.contains(&format!("set LIBTORCH={}", libtorch.display())), "{said}");
+}
+
+/// A cache that is a file, or a folder nobody may write, is one line saying so, before pip
+/// runs (nothing is downloaded).
+#[test]
+fn a_cache_that_is_a_file_or_read_only_is_refused_before_downloading() {
+    let scene = Scene::new("bad-cache");
+    let file = scene.root.join("a-file");
+    fs::write(&file, b"").unwrap();
+    for cache in [file.clone(), file.join("below")] {
+        let out = setup_with(&scene.root, cache.as_os_str(), None);
+        let said = stderr(&out);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains(&format!("{} is a file, not a folder", file.display())), "{said}");
+        assert!(said.contains("TORCHLIGHT_CACHE") && !said.contains("os error 17"), "{said}");
+    }
+    // A read-only folder; as root permissions do not hold, so /sys (where even root makes no
+    // file) stands in for one.
+    let read_only = scene.root.join("read-only");
+    fs::create_dir_all(&read_only).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&read_only, fs::Permissions::from_mode(0o555)).unwrap();
+    let read_only = match fs::File::create(read_only.join("probe")) {
+        Ok(_) => PathBuf::from("/sys"),
+        Err(_) => read_only,
+    };
+    let out = setup_with(&scene.root, read_only.as_os_str(), None);
+    let said = stderr(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains(&format!("cannot write into the cache folder {}", read_only.display())), "{said}");
+    assert!(!said.contains("installing libtorch"), "nothing is downloaded: {said}");
+    let _ = fs::set_permissions(scene.root.join("read-only"), fs::Permissions::from_mode(0o755));
+}

@@ -34,7 +34,7 @@ impl ModelCheckpoint {
         self
     }
 
-    /// Also keeps the last `n` epochs as `epoch_NNNN` (hard links to `last`'s files).
+    /// Also keeps the last `n` epochs as `epoch_NNNN` (copies of `last`).
     pub fn keep_epochs(mut self, n: usize) -> Self {
         self.keep_epochs = n;
         self

@@ -4,6 +4,7 @@ use crate::callback::{BatchEnd, Callback, Context};
 use crate::error::Result;
 use crate::record::EpochRecord;
 use crate::tfevents::EventWriter;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 /// Writes each epoch's record to `events.out.tfevents.*` in a folder (`tensorboard --logdir
@@ -12,23 +13,33 @@ use std::path::PathBuf;
 /// stage `ema_val`: `loss/ema_val`, `accuracy/ema_val`), `lr`,
 /// `throughput/samples_per_s`, `throughput/data_stall_pct`; and whatever earlier callbacks
 /// logged with [`Context::log_scalar`].
+///
+/// Scalars logged in a batch hook (`LearningRateMonitor`'s per-step `lr/group<i>`) are at
+/// optimizer steps, the rest at epochs: on resume the new file's `SessionLog START` drops the
+/// points logged after the checkpoint on both axes, and the step-axis points up to the
+/// checkpoint's step are written again (their tags are this callback's checkpointed state).
 #[derive(Debug)]
 pub struct TensorBoardLogging {
     dir: PathBuf,
     writer: Option<EventWriter>,
+    /// Tags logged in a batch hook, on the optimizer-step axis.
+    step_tags: BTreeSet<String>,
 }
 
 impl TensorBoardLogging {
     /// Writes into `dir` (usually the run folder).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        TensorBoardLogging { dir: dir.into(), writer: None }
+        TensorBoardLogging { dir: dir.into(), writer: None, step_tags: BTreeSet::new() }
     }
 
-    fn drain(&mut self, ctx: &mut Context<'_>) -> Result<()> {
+    fn drain(&mut self, ctx: &mut Context<'_>, per_step: bool) -> Result<()> {
         let logged = ctx.take_logged();
         if let Some(w) = &mut self.writer {
             for (tag, value, step) in logged {
                 w.add_scalar(&tag, value, step)?;
+                if per_step && !self.step_tags.contains(&tag) {
+                    self.step_tags.insert(tag);
+                }
             }
         }
         Ok(())
@@ -53,8 +64,9 @@ impl Callback for TensorBoardLogging {
     fn on_train_start(&mut self, ctx: &mut Context<'_>) -> Result<()> {
         std::fs::create_dir_all(&self.dir).map_err(|e| crate::TrainError::io(&self.dir, e))?;
         let done = ctx.history.len() as i64;
-        self.writer = Some(if done > 0 || ctx.position.epoch > 0 {
-            EventWriter::resume(&self.dir, done)?
+        let p = ctx.position;
+        self.writer = Some(if done > 0 || p.epoch > 0 || p.global_step > 0 {
+            EventWriter::resume_with_step_tags(&self.dir, done, &self.step_tags, p.global_step as i64)?
         } else {
             EventWriter::create(&self.dir)?
         });
@@ -62,11 +74,11 @@ impl Callback for TensorBoardLogging {
     }
 
     fn on_train_batch_end(&mut self, ctx: &mut Context<'_>, _batch: &BatchEnd) -> Result<()> {
-        self.drain(ctx)
+        self.drain(ctx, true)
     }
 
     fn on_train_epoch_end(&mut self, ctx: &mut Context<'_>, record: &EpochRecord) -> Result<()> {
-        self.drain(ctx)?;
+        self.drain(ctx, false)?;
         let Some(w) = &mut self.writer else { return Ok(()) };
         let mut scalars: Vec<(String, f64)> = Vec::new();
         scalars.extend(record.train.iter().map(|(k, v)| (tag(k, "train"), *v)));
@@ -77,6 +89,19 @@ impl Callback for TensorBoardLogging {
         scalars.push(("throughput/data_stall_pct".into(), record.data_stall_pct));
         let refs: Vec<(&str, f64)> = scalars.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         w.add_scalars(record.epoch as i64, &refs)
+    }
+
+    /// The tags on the optimizer-step axis, for the resume's replay.
+    fn state_dict(&self) -> serde_json::Value {
+        serde_json::json!({ "step_tags": self.step_tags })
+    }
+
+    fn load_state_dict(&mut self, state: &serde_json::Value) -> Result<()> {
+        // Checkpoints from before the field hold null: no tags to replay.
+        if let Some(tags) = state.get("step_tags").and_then(|t| t.as_array()) {
+            self.step_tags = tags.iter().filter_map(|t| t.as_str().map(str::to_string)).collect();
+        }
+        Ok(())
     }
 }
 

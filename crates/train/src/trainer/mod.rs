@@ -37,7 +37,7 @@ use std::any::Any;
 use std::path::PathBuf;
 use tch::{Device, Kind};
 use torchlight_nn::Module;
-use torchlight_optim::{LrScheduler, Optimizer};
+use torchlight_optim::{LrScheduler, Optimizer, ReduceLROnPlateau};
 
 /// A model the Trainer can take: any [`Module`], or a `dyn Module`.
 pub trait AsDynModule {
@@ -81,6 +81,7 @@ pub struct TrainerBuilder {
     progress: Progress,
     graceful: bool,
     scheduler: Option<(Box<dyn LrScheduler>, Interval)>,
+    plateau: Option<PlateauSlot>,
     resume: Option<PathBuf>,
     restore_scheduler: bool,
     config: serde_json::Value,
@@ -105,6 +106,7 @@ impl Default for TrainerBuilder {
             progress: Progress::auto(),
             graceful: true,
             scheduler: None,
+            plateau: None,
             resume: None,
             restore_scheduler: true,
             config: serde_json::Value::Null,
@@ -228,6 +230,20 @@ impl TrainerBuilder {
         self
     }
 
+    /// A monitored-metric scheduler, PyTorch's `ReduceLROnPlateau`: stepped once per epoch,
+    /// after validation, with the epoch's value of `monitor` (`val_loss`, `val_acc`,
+    /// `train_loss`: a stage prefix and a metric name, as [`Monitor`] names them), as
+    /// Lightning steps `{"scheduler": ..., "monitor": "val_loss"}`. Its state is saved in every
+    /// checkpoint (`loop_state.plateau`) and restored on resume, with the lrs it set (they are
+    /// the optimizer's). It changes the optimizer's current lrs, so it cannot be combined with
+    /// an [`lr_scheduler`](Self::lr_scheduler), which would overwrite them at its next step;
+    /// `build` refuses both. An epoch whose record lacks `monitor` (no validation data for a
+    /// `val_` name) stops the run with an error naming the metric.
+    pub fn plateau_scheduler(mut self, scheduler: ReduceLROnPlateau, monitor: impl Into<String>) -> Self {
+        self.plateau = Some(PlateauSlot { scheduler, monitor: monitor.into() });
+        self
+    }
+
     /// Resume from this checkpoint folder (e.g. `runs/exp_001/checkpoints/last`): weights,
     /// optimizer, scheduler, GradScaler, generator states, the position (mid-epoch too),
     /// partial metrics and the callbacks' states.
@@ -280,6 +296,15 @@ impl TrainerBuilder {
                 reason: "must be at least 1".into(),
             });
         }
+        if let (Some((s, _)), Some(p)) = (&self.scheduler, &self.plateau) {
+            return Err(TrainError::InvalidSetting {
+                setting: "plateau_scheduler".into(),
+                value: format!("ReduceLROnPlateau on {} beside {}", p.monitor, s.name()),
+                reason: "both set the optimizer's lrs (the lr scheduler would overwrite the plateau cuts \
+                         at its next step): use one of them"
+                    .into(),
+            });
+        }
         let mut callbacks = self.callbacks;
         let main = self.distributed.as_ref().is_none_or(|d| d.is_main());
         if let Some(dir) = self.run_dir.as_ref().filter(|_| main) {
@@ -316,6 +341,7 @@ impl TrainerBuilder {
             progress: if main { self.progress } else { Progress::quiet() },
             graceful: self.graceful,
             scheduler: self.scheduler,
+            plateau: self.plateau,
             resume: self.resume,
             restore_scheduler: self.restore_scheduler,
             config: self.config,
@@ -324,6 +350,13 @@ impl TrainerBuilder {
             batch_transform: self.batch_transform,
         })
     }
+}
+
+/// A ReduceLROnPlateau and the metric it is stepped with.
+#[derive(Debug)]
+struct PlateauSlot {
+    scheduler: ReduceLROnPlateau,
+    monitor: String,
 }
 
 /// What a `fit` did.
@@ -371,6 +404,7 @@ pub struct Trainer {
     progress: Progress,
     graceful: bool,
     scheduler: Option<(Box<dyn LrScheduler>, Interval)>,
+    plateau: Option<PlateauSlot>,
     resume: Option<PathBuf>,
     restore_scheduler: bool,
     config: serde_json::Value,
@@ -394,6 +428,12 @@ impl Trainer {
     /// The step configuration.
     pub fn step_config(&self) -> &StepConfig {
         &self.step
+    }
+
+    /// The ReduceLROnPlateau of [`TrainerBuilder::plateau_scheduler`] (its best value, its
+    /// state) and the metric it monitors.
+    pub fn plateau_scheduler(&self) -> Option<(&ReduceLROnPlateau, &str)> {
+        self.plateau.as_ref().map(|p| (&p.scheduler, p.monitor.as_str()))
     }
 
     /// The data-parallel world, when the run is distributed.

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use tch::Tensor;
 use torchlight_checkpoint::Checkpoint;
-use torchlight_optim::{GradScaler, LrScheduler};
+use torchlight_optim::{GradScaler, LrScheduler, ReduceLROnPlateauState};
 
 impl<M: AsDynModule + ?Sized, T: ?Sized> Run<'_, M, T> {
     /// Loads `path` into the model, optimizer, scheduler (unless the Trainer starts it
@@ -30,6 +30,22 @@ impl<M: AsDynModule + ?Sized, T: ?Sized> Run<'_, M, T> {
         let saved = &checkpoint.meta.loop_state;
         if let Some(history) = saved.get("history") {
             self.history = history_from_json(history)?;
+        }
+        if let Some(p) = trainer.plateau.as_mut().filter(|_| trainer.restore_scheduler) {
+            let state = saved.get("plateau").ok_or_else(|| TrainError::State {
+                what: "ReduceLROnPlateau".into(),
+                reason: format!(
+                    "{} holds no plateau scheduler state (it was saved by a run without one): resume \
+                     with restore_scheduler(false) to start it afresh",
+                    checkpoint.dir.display()
+                ),
+            })?;
+            let state: ReduceLROnPlateauState =
+                serde_json::from_value(state.clone()).map_err(|e| TrainError::State {
+                    what: "ReduceLROnPlateau".into(),
+                    reason: format!("{}: loop_state.plateau: {e}", checkpoint.dir.display()),
+                })?;
+            p.scheduler.load_state_dict(&state);
         }
         let mut tensors: BTreeMap<String, Tensor> = checkpoint.loop_tensors().into_iter().collect();
         let json_states = saved.get("callbacks").and_then(|c| c.as_object());
@@ -63,7 +79,9 @@ impl<M: AsDynModule + ?Sized, T: ?Sized> Run<'_, M, T> {
         self.position.epoch = progress.epoch;
         self.position.global_step = progress.global_step;
         self.position.batch = progress.batch;
-        // Rank 0 saved its own partial metrics; the other ranks' count from the resume on.
+        // The saved partial metrics are the world's (reduced over the ranks before the save):
+        // rank 0 takes them, the other ranks count from the resume on, and the epoch's reduce
+        // adds them up.
         if progress.batch > 0 && trainer.is_main() {
             let partial: Vec<(String, Tensor)> = tensors
                 .into_iter()

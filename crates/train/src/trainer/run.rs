@@ -5,7 +5,7 @@
 
 use super::evaluate::{eval_loop, eval_step};
 use super::signal::SignalGuard;
-use super::step::{NonFiniteAction, StepRunner};
+use super::step::StepRunner;
 use super::{best_of, AsDynModule, FitSummary, Trainer};
 use crate::batch::Batch;
 use crate::batch_transform::{BatchContext, BatchTransform};
@@ -32,6 +32,9 @@ pub(super) struct Run<'r, M: ?Sized, T: ?Sized> {
     pub(super) runner: StepRunner,
     /// The epoch's training metrics.
     pub(super) metrics: MetricSet,
+    /// In a distributed run, while the hooks of a mid-epoch save run: the training metrics so
+    /// far reduced over the ranks, which the checkpoint holds instead of rank 0's own.
+    world_metrics: Option<MetricSet>,
     pub(super) position: LoopPosition,
     pub(super) history: Vec<EpochRecord>,
     pub(super) states: CallbackStates,
@@ -92,6 +95,7 @@ where
         };
         let mut run = Run {
             metrics: MetricSet::new(task.metrics(Stage::Train)),
+            world_metrics: None,
             monitor: task.monitor(),
             batch_shown: trainer.distributed.is_none(),
             trainer,
@@ -209,17 +213,20 @@ where
         let mut index = first;
         while let Some(batch) = it.next() {
             let mut batch = batch?.to_device(self.trainer.device);
+            // The source's position, not the batches received: a batch it left out entirely
+            // (every sample skipped) still counts, so a resume starts after this batch.
+            index = it.consumed().unwrap_or(index + 1);
             if !self.batch_shown {
                 self.batch_shown = true;
                 self.trainer.show_batch(batch.len());
             }
             if let Some(t) = transform.as_deref_mut() {
-                batch = t.apply(batch, &mut BatchContext::new(transform_seed, rank, epoch, index as u64))?;
+                let at = (index as u64).saturating_sub(1);
+                batch = t.apply(batch, &mut BatchContext::new(transform_seed, rank, epoch, at))?;
             }
             self.hook(|c, ctx| c.on_train_batch_start(ctx))?;
             let micro = self.runner.forward_backward(&*self.model, self.task, &batch)?;
             count_outputs(&mut self.metrics, &micro.ready)?;
-            index += 1;
             samples += micro.samples as u64;
             let stepped = micro.window_full || index as u64 == batches;
             if stepped {
@@ -227,20 +234,26 @@ where
             }
             self.position.batch = index as u64;
             if stepped && self.trainer.settle_before_save(self.position.global_step) {
-                let settled = self.runner.settle(self.model.as_dyn())?;
+                let settled = self.runner.settle(self.model.as_dyn(), &mut *self.optimizer)?;
                 count_outputs(&mut self.metrics, &settled)?;
             }
             let running_loss = self.running_loss(index)?;
             let end = BatchEnd { loss: micro.loss, samples: micro.samples, stepped, running_loss };
-            self.hook(|c, ctx| c.on_train_batch_end(ctx, &end))?;
+            if stepped && index < batches as usize && self.trainer.save_due(self.position.global_step) {
+                self.world_metrics = self.reduced_metrics()?;
+            }
+            let ended = self.hook(|c, ctx| c.on_train_batch_end(ctx, &end));
+            self.world_metrics = None;
+            ended?;
             if !stepped {
                 continue;
             }
             if let Some(signal) = self.trainer.agreed_signal(self.signals.as_ref())? {
                 drop(it);
-                // The checkpoint saved on interrupt counts the last window.
-                let settled = self.runner.settle(self.model.as_dyn())?;
+                // The checkpoint saved on interrupt counts the last window, of every rank.
+                let settled = self.runner.settle(self.model.as_dyn(), &mut *self.optimizer)?;
                 count_outputs(&mut self.metrics, &settled)?;
+                self.world_metrics = self.reduced_metrics()?;
                 return Err(self.interrupt(signal));
             }
         }
@@ -252,10 +265,25 @@ where
         }
         // A deferred non-finite check is read here at the latest: the epoch's metrics, skip
         // count and checkpoint see every step.
-        let settled = self.runner.settle(self.model.as_dyn())?;
+        let settled = self.runner.settle(self.model.as_dyn(), &mut *self.optimizer)?;
         count_outputs(&mut self.metrics, &settled)?;
         self.position.batch = batches;
         Ok(Trained { samples, stall, seconds: 0.0 })
+    }
+
+    /// In a distributed run, the epoch's training metrics so far reduced over the ranks (a
+    /// collective: every rank calls it at the same step), leaving this rank's own untouched;
+    /// `None` otherwise.
+    fn reduced_metrics<B>(&self) -> Result<Option<MetricSet>>
+    where
+        B: Batch,
+        T: Task<M, B>,
+    {
+        let Some(d) = self.trainer.distributed.as_deref() else { return Ok(None) };
+        let mut world = MetricSet::new(self.task.metrics(Stage::Train));
+        world.load_state(&self.metrics.state())?;
+        world.reduce(d)?;
+        Ok(Some(world))
     }
 
     /// The running training loss every `log_every` batches (read back then only), stopping the
@@ -403,6 +431,26 @@ where
             s.step(&mut *self.optimizer)?;
         }
         let epoch = self.position.epoch;
+        if let Some(p) = self.trainer.plateau.as_mut() {
+            let probe = EpochRecord {
+                epoch: epoch as usize + 1,
+                lr,
+                train: train.clone(),
+                val: val.clone(),
+                ..Default::default()
+            };
+            let value = probe.get(&p.monitor).ok_or_else(|| TrainError::InvalidSetting {
+                setting: "plateau_scheduler".into(),
+                value: p.monitor.clone(),
+                reason: format!(
+                    "epoch {} logged no such metric (it has {}{}): ReduceLROnPlateau needs its value every epoch",
+                    epoch + 1,
+                    train.iter().map(|(k, _)| format!("train_{k}")).collect::<Vec<_>>().join(", "),
+                    val.iter().map(|(k, _)| format!(", val_{k}")).collect::<String>(),
+                ),
+            })?;
+            p.scheduler.step(value, &mut *self.optimizer)?;
+        }
         let skipped = self.runner.skipped_steps() - skipped_before;
         if skipped > 0 {
             self.trainer.progress.line(&format!(
@@ -484,8 +532,9 @@ where
                     progress: &trainer.progress,
                     control: &mut self.control,
                     saved: Saved {
+                        plateau: trainer.plateau.as_ref().map(|p| &p.scheduler),
                         callbacks: &self.states,
-                        train_metrics: &self.metrics,
+                        train_metrics: self.world_metrics.as_ref().unwrap_or(&self.metrics),
                         data_seed: trainer.data_seed,
                         config: &trainer.config,
                     },
@@ -509,11 +558,18 @@ fn count_outputs(metrics: &mut MetricSet, outputs: &[StepOutput]) -> Result<()> 
 
 impl Trainer {
     /// Whether a deferred non-finite check must be read before the batch-end hooks of the step
-    /// that reached `global_step`: with `on_nonfinite = Skip`, when the run folder's
-    /// mid-epoch checkpoint is due, so that it holds the metrics of the step's window.
+    /// that reached `global_step`: when the run folder's mid-epoch checkpoint is due, so that
+    /// it holds the metrics of the step's window (`on_nonfinite = Skip`) and no fresh state of
+    /// a skipped step, and a bad step stops the run before it is saved (`Stop`). The save
+    /// reads the state back anyway, so the read costs no extra sync.
     fn settle_before_save(&self, global_step: u64) -> bool {
-        self.step.on_nonfinite == NonFiniteAction::Skip
-            && self.checkpoint_every.is_some_and(|n| global_step.is_multiple_of(n))
+        self.save_due(global_step)
+    }
+
+    /// Whether the run folder's mid-epoch checkpoint is due after the step that reached
+    /// `global_step` (the same answer on every rank).
+    fn save_due(&self, global_step: u64) -> bool {
+        self.checkpoint_every.is_some_and(|n| global_step.is_multiple_of(n))
     }
 
     /// The per-rank and global batch, printed once by rank 0 of a distributed run.

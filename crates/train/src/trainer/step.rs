@@ -64,9 +64,10 @@ pub enum GuardRead {
     /// No read before the step: the flag is computed on the device and handed to the fused
     /// optimizer kernels as `found_inf` (as GradScaler does), which skip a bad update on the
     /// device, and it is read at the next optimizer step, when that step's work is already
-    /// queued, or by [`StepRunner::settle`] (the Trainer calls it at each epoch's end). The
-    /// weights are those of the immediate read; a skipped step is counted, or the run stops
-    /// with the same [`TrainError::NonFinite`], one step later. Optimizers with a non-fused
+    /// queued, or by [`StepRunner::settle`] (the Trainer calls it at each epoch's end and
+    /// before a mid-epoch checkpoint). The weights and the optimizer state are those of the
+    /// immediate read; a skipped step is counted, or the run stops with the same
+    /// [`TrainError::NonFinite`], one step later. Optimizers with a non-fused
     /// group read immediately (their non-fused path would read the flag anyway).
     Deferred,
 }
@@ -345,7 +346,7 @@ impl StepRunner {
         optimizer: &mut dyn Optimizer,
     ) -> Result<OptimizerStep> {
         self.micro = 0;
-        let settled = match self.settle(model) {
+        let settled = match self.settle(model, optimizer) {
             Ok(outputs) => outputs,
             Err(e) => {
                 optimizer.zero_grad()?;
@@ -418,15 +419,19 @@ impl StepRunner {
     /// Reads the deferred non-finite check of the last optimizer step, if one is unread
     /// ([`GuardRead::Deferred`]): counts the step as skipped, or returns the
     /// [`TrainError::NonFinite`] the immediate read would have (`on_nonfinite = Stop`; the
-    /// update was already skipped on the device). Returns the outputs of that step's window
-    /// whose metrics can now be counted. [`optimizer_step`](Self::optimizer_step) calls it
-    /// first; call it after a loop's last step ([`step`](Self::step) does with `last`, the
-    /// Trainer at each epoch's end). Without an unread check it does nothing.
-    pub fn settle(&mut self, model: &dyn Module) -> Result<Vec<StepOutput>> {
+    /// update was already skipped on the device). A skipped step's fresh optimizer state is
+    /// dropped ([`Optimizer::forget_skipped_step`]), so `optimizer` (the one that step ran)
+    /// ends as the immediate read leaves it, which is PyTorch's after GradScaler skips
+    /// `optimizer.step()`. Returns the outputs of that step's window whose metrics can now be
+    /// counted. [`optimizer_step`](Self::optimizer_step) calls it first; call it after a
+    /// loop's last step ([`step`](Self::step) does with `last`, the Trainer at each epoch's
+    /// end) and before saving the optimizer's state. Without an unread check it does nothing.
+    pub fn settle(&mut self, model: &dyn Module, optimizer: &mut dyn Optimizer) -> Result<Vec<StepOutput>> {
         let Some(unread) = self.unread.take() else { return Ok(Vec::new()) };
         if unread.check.all_finite()? {
             return Ok(unread.outputs);
         }
+        optimizer.forget_skipped_step()?;
         if self.config.on_nonfinite == NonFiniteAction::Skip {
             self.skipped_steps += 1;
             return Ok(Vec::new());
@@ -471,7 +476,7 @@ impl StepRunner {
             ready.extend(self.optimizer_step(model.as_dyn(), optimizer)?.ready);
         }
         if last {
-            ready.extend(self.settle(model.as_dyn())?);
+            ready.extend(self.settle(model.as_dyn(), optimizer)?);
         }
         Ok((micro.loss, ready))
     }

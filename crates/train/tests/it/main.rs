@@ -11,6 +11,7 @@ mod ema;
 mod metrics;
 mod mixup;
 mod plot;
+mod skipped_steps;
 mod tfevents;
 mod trainer;
 

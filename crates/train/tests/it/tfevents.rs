@@ -6,7 +6,7 @@ use torchlight_train::EventWriter;
 const READER: &str = "crates/train/tests/scripts/read_tfevents.py";
 
 /// What tensorboard's reader sees in `dir`: the file version and (step, value) per tag.
-fn read_back(dir: &std::path::Path) -> (f64, BTreeMap<String, Vec<(i64, f64)>>) {
+pub(crate) fn read_back(dir: &std::path::Path) -> (f64, BTreeMap<String, Vec<(i64, f64)>>) {
     let out = torchlight_testing::run_reference_script(READER, &[dir.to_str().unwrap()])
         .unwrap_or_else(|e| panic!("tensorboard's reader failed: {e}"));
     let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));

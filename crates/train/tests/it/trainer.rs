@@ -756,3 +756,222 @@ fn a_model_with_two_inputs_trains_through_the_same_task() {
         trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut missing, None).unwrap_err();
     assert_eq!(err.to_string(), "the batch has no input `scale`; it has `x`");
 }
+
+/// The blobs with samples `bad` failing, as unreadable files do.
+struct Holey {
+    blobs: Blobs,
+    bad: std::ops::Range<usize>,
+}
+
+impl Dataset for Holey {
+    type Item = (Array, i64);
+    fn len(&self) -> usize {
+        self.blobs.len()
+    }
+    fn get(&self, index: usize, rng: &mut Rng) -> torchlight_data::Result<(Array, i64)> {
+        if self.bad.contains(&index) {
+            return Err(torchlight_data::DataError::Sample {
+                index,
+                path: None,
+                message: "unreadable".into(),
+            });
+        }
+        self.blobs.get(index, rng)
+    }
+}
+
+/// Two epochs over 40 blobs in batches of 8 (shuffled, 2 workers) where samples 8..16 fail,
+/// under `ErrorPolicy::Skip`; with the batch transform, so the batch index each batch is given
+/// must match too; checkpoints every 2 steps.
+fn holey_run(run: &Path, stop: Option<StopAt>, resume: bool) -> (Result<FitSummary>, Vec<(String, Tensor)>) {
+    seed_everything(11);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let holey = Holey { blobs: Blobs::new(40, 3, 1), bad: 8..16 };
+    // Unshuffled, batch 1 (samples 8..16) fails whole in both epochs.
+    let mut train = DataLoader::builder(holey)
+        .batch_size(8)
+        .num_workers(2)
+        .seed(5)
+        .on_error(torchlight_data::ErrorPolicy::Skip)
+        .build()
+        .unwrap();
+    let mut builder = Trainer::builder()
+        .epochs(2)
+        .seed(11)
+        .progress(Progress::quiet())
+        .run_dir(run)
+        .checkpoint_every_n_steps(2)
+        .batch_transform(noisy);
+    if let Some(stop) = stop {
+        builder = builder.callback(stop);
+    }
+    if resume {
+        builder = builder.resume_from(run.join("checkpoints/last"));
+    }
+    let mut trainer = builder.build().unwrap();
+    let result = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None);
+    (result, weights(&model))
+}
+
+#[test]
+fn a_batch_left_out_by_the_skip_policy_keeps_the_resume_position_exact() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (straight, want) = holey_run(&tmp.path().join("straight"), None, false);
+    assert_eq!(straight.unwrap().global_step, 8, "4 batches of 5 per epoch are yielded");
+    // A crash at step 3 resumes from the step-2 checkpoint. Step 2 is the batch at sampler
+    // index 2 (batch 1 was left out): the checkpoint resumes at index 3, not at the count of
+    // batches received.
+    let run = tmp.path().join("crashed");
+    let (err, _) = holey_run(&run, Some(StopAt { at: 3, signal: false }), false);
+    assert!(err.unwrap_err().to_string().contains("simulated crash"));
+    let saved = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+    let p = saved.meta.progress;
+    assert_eq!((p.epoch, p.batch, p.global_step), (0, 3, 2), "the sampler's position");
+    let (resumed, got) = holey_run(&run, None, true);
+    assert_eq!(resumed.unwrap().global_step, 8);
+    assert_same_weights(&want, &got);
+}
+
+/// A blob run (3 epochs of 3 steps, checkpoints every 2 steps) with the per-step learning
+/// rate logged (a StepLR scheduler stepped per optimizer step makes it change).
+fn lr_logged_run(run: &Path, stop: Option<StopAt>, resume: bool) -> Result<FitSummary> {
+    seed_everything(11);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let scheduler = torchlight_optim::StepLR::new(&mut optimizer, 1, 0.5).unwrap();
+    let mut train = blob_loader(40, true, 0);
+    let mut builder = Trainer::builder()
+        .epochs(3)
+        .accumulation(2)
+        .seed(11)
+        .progress(Progress::quiet())
+        .run_dir(run)
+        .checkpoint_every_n_steps(2)
+        .lr_scheduler(Box::new(scheduler), Interval::Step)
+        .callback(LearningRateMonitor::new(Interval::Step));
+    if let Some(stop) = stop {
+        builder = builder.callback(stop);
+    }
+    if resume {
+        builder = builder.resume_from(run.join("checkpoints/last"));
+    }
+    let mut trainer = builder.build().unwrap();
+    trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None)
+}
+
+#[test]
+fn a_resumed_run_keeps_the_per_step_points_tensorboard_showed_before_the_checkpoint() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    lr_logged_run(&tmp.path().join("straight"), None, false).unwrap();
+    let (_, want) = crate::tfevents::read_back(&tmp.path().join("straight"));
+    assert_eq!(want["lr/group0"].iter().map(|p| p.0).collect::<Vec<_>>(), (1..=9).collect::<Vec<i64>>());
+    // A crash at step 5 (epoch 2), after the step-4 checkpoint: epoch 1 is done, steps 2 to 4
+    // are before the checkpoint (kept), step 5 after it (dropped, then logged again).
+    let run = tmp.path().join("crashed");
+    let err = lr_logged_run(&run, Some(StopAt { at: 5, signal: false }), false).unwrap_err();
+    assert!(err.to_string().contains("simulated crash"), "{err}");
+    lr_logged_run(&run, None, true).unwrap();
+    let (_, got) = crate::tfevents::read_back(&run);
+    assert_eq!(got["lr/group0"], want["lr/group0"], "every step's lr once, as the straight run's");
+    assert_eq!(got["loss/train"].iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2, 3]);
+}
+
+/// A blob run with a ReduceLROnPlateau on `val_loss` in `max` mode (so each better epoch
+/// counts as bad: patience 0 cuts the lr after it), checkpoints every 2 steps. Returns the
+/// summary, the weights and the plateau's final state.
+fn plateau_run(
+    run: &Path,
+    stop: Option<StopAt>,
+    resume: bool,
+) -> (Result<FitSummary>, Vec<(String, Tensor)>, Option<torchlight_optim::ReduceLROnPlateauState>) {
+    use torchlight_optim::{PlateauMode, ReduceLROnPlateau, ReduceLROnPlateauConfig};
+    seed_everything(11);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let config =
+        ReduceLROnPlateauConfig::default().with_mode(PlateauMode::Max).with_patience(0).with_factor(0.5);
+    let plateau = ReduceLROnPlateau::new(&optimizer, config).unwrap();
+    let mut train = blob_loader(40, true, 0);
+    let mut val = blob_loader(24, false, 0);
+    let mut builder = Trainer::builder()
+        .epochs(4)
+        .accumulation(2)
+        .seed(11)
+        .progress(Progress::quiet())
+        .run_dir(run)
+        .checkpoint_every_n_steps(2)
+        .plateau_scheduler(plateau, "val_loss");
+    if let Some(stop) = stop {
+        builder = builder.callback(stop);
+    }
+    if resume {
+        builder = builder.resume_from(run.join("checkpoints/last"));
+    }
+    let mut trainer = builder.build().unwrap();
+    let result = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, Some(&mut val));
+    let state = trainer.plateau_scheduler().map(|(p, _)| p.state_dict());
+    (result, weights(&model), state)
+}
+
+#[test]
+fn reduce_lr_on_plateau_steps_on_the_monitored_metric_and_resumes_exactly() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (straight, want, want_state) = plateau_run(&tmp.path().join("straight"), None, false);
+    let straight = straight.unwrap();
+    let lrs: Vec<f64> = straight.history.iter().map(|r| r.lr).collect();
+    assert!(lrs.windows(2).any(|w| w[1] < w[0]), "the plateau cut the lr: {lrs:?}");
+    for (r, next) in straight.history.iter().zip(&straight.history[1..]) {
+        // mode max on a loss: the lr is halved after each epoch whose val_loss is lower than
+        // every epoch's before it, kept otherwise.
+        let best_before = straight.history[..r.epoch - 1]
+            .iter()
+            .map(|e| e.get("val_loss").unwrap())
+            .fold(f64::MIN, f64::max);
+        let better = r.get("val_loss").unwrap() > best_before * (1.0 + 1e-4) || r.epoch == 1;
+        let expected = if better { r.lr } else { r.lr * 0.5 };
+        assert!((next.lr - expected).abs() <= 1e-15, "epoch {} lr {} then {}", r.epoch, r.lr, next.lr);
+    }
+    // A crash at step 5 (epoch 2), resumed from the step-4 checkpoint: the plateau's state
+    // (best, bad epochs, steps) and the lrs it set come back.
+    let run = tmp.path().join("crashed");
+    let (err, _, _) = plateau_run(&run, Some(StopAt { at: 5, signal: false }), false);
+    assert!(err.unwrap_err().to_string().contains("simulated crash"));
+    let saved = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+    assert_eq!(saved.meta.loop_state["plateau"]["last_epoch"], 1, "stepped once, after epoch 1");
+    let (resumed, got, got_state) = plateau_run(&run, None, true);
+    let resumed = resumed.unwrap();
+    assert_same_weights(&want, &got);
+    assert_eq!(got_state, want_state);
+    assert_eq!(resumed.history.iter().map(|r| r.lr).collect::<Vec<_>>(), lrs);
+}
+
+#[test]
+fn reduce_lr_on_plateau_refuses_an_lr_scheduler_beside_it_and_a_metric_never_logged() {
+    use torchlight_optim::{ReduceLROnPlateau, ReduceLROnPlateauConfig};
+    let _lock = torch_rng_lock();
+    seed_everything(3);
+    let mut model = Mlp::new(4, 16, 3);
+    let mut optimizer = adamw(&model, 1e-2);
+    let plateau = || ReduceLROnPlateau::new(&optimizer, ReduceLROnPlateauConfig::default()).unwrap();
+    let step = torchlight_optim::StepLR::new(&mut adamw(&model, 1e-2), 1, 0.5).unwrap();
+    let both = Trainer::builder()
+        .lr_scheduler(Box::new(step), Interval::Epoch)
+        .plateau_scheduler(plateau(), "val_loss")
+        .build();
+    let err = both.err().expect("refused").to_string();
+    assert!(err.contains("plateau_scheduler") && err.contains("StepLR"), "{err}");
+    // No validation data: `val_loss` is never logged.
+    let mut trainer = Trainer::builder()
+        .progress(Progress::quiet())
+        .plateau_scheduler(plateau(), "val_loss")
+        .build()
+        .unwrap();
+    let mut train = blob_loader(16, false, 0);
+    let err = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("val_loss") && msg.contains("train_loss"), "{msg}");
+}
