@@ -11,6 +11,7 @@ usage: python pytorch_bench.py --threads T --data DIR --scratch DIR
 """
 
 import argparse
+import copy
 import io
 import os
 import random
@@ -191,6 +192,41 @@ class Eval:
     def run(self):
         with torch.no_grad():
             return self.model(self.x)
+
+
+class EmaUpdate:
+    """timm's ModelEmaV3.update(model, step) (foreach path) over resnet50's state, as
+    `torch._foreach_lerp_` of the floating tensors and `copy_` of the others."""
+
+    def __init__(self):
+        self.model = models.resnet50(num_classes=1000)
+        self.ema = copy.deepcopy(self.model)
+        self.step = 0
+
+    @torch.no_grad()
+    def run(self):
+        self.step += 1
+        decay = 0.0 if self.step <= 1 else 0.9999
+        ema_lerp, model_lerp = [], []
+        for ema_v, model_v in zip(self.ema.state_dict().values(), self.model.state_dict().values()):
+            if ema_v.is_floating_point():
+                ema_lerp.append(ema_v)
+                model_lerp.append(model_v)
+            else:
+                ema_v.copy_(model_v)
+        torch._foreach_lerp_(ema_lerp, model_lerp, weight=1.0 - decay)
+
+
+class MixBatch:
+    """torchvision v2's RandomChoice([MixUp(alpha=0.2), CutMix(alpha=1.0)]) on one batch."""
+
+    def __init__(self):
+        from torchvision.transforms import v2
+        self.x, self.y = inputs(32, 64)
+        self.t = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=10), v2.CutMix(alpha=1.0, num_classes=10)])
+
+    def run(self):
+        return self.t(self.x, self.y)
 
 
 class CheckpointIo:
@@ -433,6 +469,10 @@ def build(name, env):
         return EndToEnd(env)
     if name == "checkpoint_resnet50":
         return CheckpointIo(env)
+    if name == "ema_resnet50":
+        return EmaUpdate()
+    if name == "mixup_cutmix_64_b32":
+        return MixBatch()
     if name in ALLREDUCE_WORKLOADS:
         return AllReduce(*ALLREDUCE_WORKLOADS[name])
     if name in DDP_WORKLOADS:

@@ -112,6 +112,16 @@ const WORKLOADS: &[Workload] = &[
         heavy: true,
     },
     Workload {
+        name: "ema_resnet50",
+        description: "one model-EMA update over resnet50's parameters and buffers (timm's ModelEmaV3 rule, decay 0.9999): `ModelEma::update` (one `_foreach_lerp_` per dtype, `_foreach_copy_` of the integer buffers) vs timm's update with `torch._foreach_lerp_` over `state_dict()`",
+        heavy: false,
+    },
+    Workload {
+        name: "mixup_cutmix_64_b32",
+        description: "Mixup/CutMix of one batch of 32 64x64 images, 10 classes: `MixupCutMix::new(10, 0.2, 1.0).mix` vs torchvision's `v2.RandomChoice([v2.MixUp(alpha=0.2), v2.CutMix(alpha=1.0)])` (the same draws); its time over `train_resnet18_64_b32`'s is the share of a training step",
+        heavy: false,
+    },
+    Workload {
         name: "checkpoint_resnet50",
         description: "save + load + restore of resnet50 with AdamW state: `torchlight_checkpoint::save` (atomic, fsynced, checksummed) + `Checkpoint::load` + `restore_model` + `restore_optimizer` vs `torch.save` + `torch.load` + `load_state_dict` (model and optimizer)",
         heavy: true,

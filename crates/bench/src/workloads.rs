@@ -44,6 +44,8 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "adamw_resnet34_vs_fused" | "adamw_resnet34_vs_default" => Box::new(AdamWStep::new()?),
         "eval_resnet34_224_b32" => Box::new(Eval::new()?),
         "checkpoint_resnet50" => Box::new(CheckpointIo::new(&env.scratch)?),
+        "ema_resnet50" => Box::new(EmaUpdate::new()?),
+        "mixup_cutmix_64_b32" => Box::new(MixBatch::new()?),
         "train_e2e_resnet18_32_w2" => Box::new(EndToEnd::new(env)?),
         other => match crate::allreduce::ALLREDUCE_WORKLOADS.iter().find(|w| w.0 == other) {
             Some(&(_, elements, count)) => crate::allreduce::build(elements, count)?,
@@ -187,6 +189,54 @@ impl AdamWStep {
 impl Workload for AdamWStep {
     fn run(&mut self) -> Result<()> {
         Ok(self.optimizer.step()?)
+    }
+}
+
+/// One model-EMA update over resnet50's parameters and buffers (timm's `ModelEmaV3` rule, a
+/// decay of 0.9999 from the second update on): `ModelEma::update`, one `_foreach_lerp_` over
+/// the floating tensors and a `_foreach_copy_` of the integer ones.
+struct EmaUpdate {
+    model: ResNet,
+    ema: torchlight_train::ModelEma,
+    step: u64,
+}
+
+impl EmaUpdate {
+    fn new() -> Result<Self> {
+        let model = resnet50(1000);
+        let mut ema = torchlight_train::ModelEma::timm(0.9999)?;
+        ema.init(&model);
+        Ok(EmaUpdate { model, ema, step: 0 })
+    }
+}
+
+impl Workload for EmaUpdate {
+    fn run(&mut self) -> Result<()> {
+        self.step += 1;
+        Ok(self.ema.update(&self.model, self.step)?)
+    }
+}
+
+/// Mixup/CutMix of one batch of 32 64x64 images over 10 classes (`MixupCutMix::new(10, 0.2,
+/// 1.0)`, torchvision's `RandomChoice([MixUp(0.2), CutMix(1.0)])`), draws from torch's
+/// generator included.
+struct MixBatch {
+    mix: torchlight_train::MixupCutMix,
+    x: Tensor,
+    y: Tensor,
+}
+
+impl MixBatch {
+    fn new() -> Result<Self> {
+        let (x, y) = inputs(32, 64);
+        Ok(MixBatch { mix: torchlight_train::MixupCutMix::new(10, 0.2, 1.0)?, x, y })
+    }
+}
+
+impl Workload for MixBatch {
+    fn run(&mut self) -> Result<()> {
+        let _ = std::hint::black_box(self.mix.mix(&self.x, &self.y, 0)?);
+        Ok(())
     }
 }
 

@@ -14,7 +14,8 @@ use torchlight_vision::ImageFolder;
 /// Options of `torchlight eval`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A checkpoint folder, or a run folder (its best checkpoint is used).
+    /// A checkpoint folder, or a run folder (its best checkpoint is used, `best_ema` when the run
+    /// selected its EMA weights).
     #[arg(long)]
     checkpoint: PathBuf,
     /// An ImageFolder of class folders, or a root whose `test/` is evaluated.

@@ -22,7 +22,8 @@ enum Format {
 /// Options of `torchlight export`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A checkpoint folder, or a run folder (its best checkpoint is used).
+    /// A checkpoint folder, or a run folder (its best checkpoint is used, `best_ema` when the run
+    /// selected its EMA weights).
     #[arg(long)]
     checkpoint: PathBuf,
     /// What to write: `onnx`, `torchscript`, or `safetensors` (the weights alone).

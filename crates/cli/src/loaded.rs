@@ -13,14 +13,15 @@ pub struct Loaded {
     pub card: ModelCard,
 }
 
-/// A run folder's best checkpoint (`checkpoints/best`), or `path` itself. A run folder with
+/// A run folder's selected checkpoint (`checkpoints/best`, or `checkpoints/best_ema` when the
+/// run selected its EMA weights), or `path` itself. A run folder with
 /// no `best` (no epoch had a finite validation score, e.g. an empty validation split) is an
 /// error saying so and naming `last`, not "not a Torchlight checkpoint".
 pub fn checkpoint_dir(path: &Path) -> Result<PathBuf> {
     let checkpoints = path.join("checkpoints");
     let best = checkpoints.join("best");
     if best.is_dir() {
-        Ok(best)
+        Ok(torchlight_recipes::selected_checkpoint(path))
     } else if checkpoints.join("last").is_dir() {
         anyhow::bail!(
             "{}: the run has no best checkpoint (no epoch had a finite validation score: an empty validation split?); pass {} to use the last one",

@@ -200,6 +200,11 @@ fn config_from(args: &Args, sets: &[(String, String)]) -> Result<TrainConfig> {
 fn report(summary: &torchlight_recipes::RunSummary) -> Result<()> {
     println!("run folder:      {}", summary.run_dir.display());
     println!("best val acc:    {:.4} (epoch {})", summary.best_val_acc, summary.best_epoch);
+    if let (Some(acc), Some(epoch)) = (summary.best_ema_val_acc, summary.best_ema_epoch) {
+        let selected =
+            if summary.ema_selected { "selected" } else { "not selected: outputs are the raw model's" };
+        println!("best EMA val acc: {acc:.4} (epoch {epoch}; EMA weights {selected})");
+    }
     if let Some(acc) = summary.test_acc {
         println!("test acc:        {acc:.4}");
     }

@@ -30,7 +30,11 @@ impl From<Reduction> for tch::Reduction {
 }
 
 /// `torch.nn.CrossEntropyLoss`: log-softmax over dim 1 plus negative log-likelihood.
-/// Logits `[N, C]` (or `[N, C, d...]`), targets int64 class indices `[N]` (`[N, d...]`).
+/// Logits `[N, C]` (or `[N, C, d...]`), targets int64 class indices `[N]` (`[N, d...]`), or
+/// class probabilities of the logits' shape (floating point, e.g. Mixup/CutMix's soft
+/// targets), which PyTorch's `cross_entropy` takes too: `-sum(target * log_softmax)` per
+/// sample, label smoothing applied to the probabilities (`target * (1 - s) + s / C`), weights
+/// per class, the mean over the samples (`ignore_index` does not apply).
 #[derive(Debug)]
 pub struct CrossEntropyLoss {
     /// Reduction (default mean).
@@ -83,8 +87,9 @@ impl CrossEntropyLoss {
         self
     }
 
-    /// The loss of `logits` against class-index `targets`; an error naming the first target
-    /// outside `[0, C)` (other than `ignore_index`), or mismatched batch sizes.
+    /// The loss of `logits` against class-index `targets` (or class probabilities of the
+    /// logits' shape); an error naming the first target outside `[0, C)` (other than
+    /// `ignore_index`), or mismatched batch sizes.
     pub fn forward(&self, logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
         let shape = logits.size();
         if shape.len() < 2 {
@@ -92,6 +97,16 @@ impl CrossEntropyLoss {
                 what: "CrossEntropyLoss",
                 detail: format!("logits {shape:?} need at least 2 dims [N, C]"),
             });
+        }
+        if targets.is_floating_point() && targets.size() == shape {
+            // Probability targets: libtorch's own kernel for them (no index to check).
+            return Ok(logits.cross_entropy_loss(
+                &targets.to_kind(logits.kind()),
+                self.weight.as_ref(),
+                self.reduction.into(),
+                self.ignore_index,
+                self.label_smoothing,
+            ));
         }
         let num_classes = shape[1];
         let mut expected = shape.clone();
@@ -108,7 +123,10 @@ impl CrossEntropyLoss {
         if !matches!(targets.kind(), Kind::Int64 | Kind::Int | Kind::Int16 | Kind::Int8 | Kind::Uint8) {
             return Err(NnError::Shape {
                 what: "CrossEntropyLoss",
-                detail: format!("targets must be integer class indices, got {:?}", targets.kind()),
+                detail: format!(
+                    "targets must be integer class indices, or probabilities of the logits' shape, got {:?}",
+                    targets.kind()
+                ),
             });
         }
         let targets = targets.to_kind(Kind::Int64);

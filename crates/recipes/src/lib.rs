@@ -34,4 +34,4 @@ pub use error::{RecipeError, Result};
 pub use model::{build_model, model_architecture, pretrained_load_options};
 pub use optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 pub use run_dir::RunDir;
-pub use summary::{ParamGroupSummary, RunSummary};
+pub use summary::{selected_checkpoint, ParamGroupSummary, RunSummary};

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use torchlight_optim::ParamGroups;
 
 /// The numbers `summary.json` holds.
@@ -38,6 +38,32 @@ pub struct RunSummary {
     /// The optimizer's parameter groups ([`param_groups`](crate::param_groups)), in order.
     #[serde(default)]
     pub param_groups: Vec<ParamGroupSummary>,
+    /// With `train.model_ema`: the EMA weights' best validation top-1 accuracy.
+    #[serde(default)]
+    pub best_ema_val_acc: Option<f64>,
+    /// The (1-based) epoch of [`best_ema_val_acc`](Self::best_ema_val_acc).
+    #[serde(default)]
+    pub best_ema_epoch: Option<u64>,
+    /// Whether the EMA weights were selected: their best `ema_val_acc` beat the raw model's
+    /// best `val_acc`, so the test figures are theirs and `eval`, `predict` and `export` of the
+    /// run folder load `checkpoints/best_ema` (see [`selected_checkpoint`]).
+    #[serde(default)]
+    pub ema_selected: bool,
+}
+
+/// The checkpoint a run folder's outputs come from: `checkpoints/best_ema` when its
+/// `summary.json` says the EMA weights were selected, else `checkpoints/best`.
+pub fn selected_checkpoint(run: &Path) -> PathBuf {
+    let ema = run.join("checkpoints/best_ema");
+    let selected = std::fs::read_to_string(run.join("summary.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<RunSummary>(&text).ok())
+        .is_some_and(|s| s.ema_selected);
+    if selected && ema.join("meta.json").is_file() {
+        ema
+    } else {
+        run.join("checkpoints/best")
+    }
 }
 
 /// One parameter group as the run's log, `summary.json` and `torchlight summary` show it.
@@ -97,4 +123,49 @@ impl fmt::Display for ParamGroupSummary {
 
 fn one() -> usize {
     1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_selected_checkpoint_follows_the_summary() {
+        let run = tempfile::tempdir().unwrap();
+        let run = run.path();
+        let best = run.join("checkpoints/best");
+        assert_eq!(selected_checkpoint(run), best, "no summary yet");
+        let mut summary = RunSummary {
+            run_dir: run.to_path_buf(),
+            best_val_acc: 0.5,
+            best_epoch: 1,
+            test_acc: None,
+            test_topk_acc: None,
+            epochs: 1,
+            stopped_early: false,
+            seconds: 1.0,
+            train_images_per_s: 1.0,
+            classes: vec!["a".into()],
+            world_size: 1,
+            batch_size: 1,
+            param_groups: Vec::new(),
+            best_ema_val_acc: Some(0.75),
+            best_ema_epoch: Some(1),
+            ema_selected: true,
+        };
+        let write = |s: &RunSummary| {
+            std::fs::write(run.join("summary.json"), serde_json::to_string(s).unwrap()).unwrap()
+        };
+        write(&summary);
+        assert_eq!(selected_checkpoint(run), best, "selected, but no best_ema checkpoint");
+        std::fs::create_dir_all(run.join("checkpoints/best_ema")).unwrap();
+        std::fs::write(run.join("checkpoints/best_ema/meta.json"), "{}").unwrap();
+        assert_eq!(selected_checkpoint(run), run.join("checkpoints/best_ema"));
+        summary.ema_selected = false;
+        write(&summary);
+        assert_eq!(selected_checkpoint(run), best);
+        // A summary written before EMA existed reads as not selected.
+        std::fs::write(run.join("summary.json"), r#"{"run_dir":"x","best_val_acc":0.5,"best_epoch":1,"test_acc":null,"test_topk_acc":null,"epochs":1,"stopped_early":false,"seconds":1,"train_images_per_s":1,"classes":[]}"#).unwrap();
+        assert_eq!(selected_checkpoint(run), best);
+    }
 }

@@ -1,5 +1,6 @@
 // Torchlight's C shim over libtorch: autocast, the fused AMP unscale kernel, pinned
-// allocation, determinism switches, the fused optimizer kernels and clearing a gradient.
+// allocation, determinism switches, the fused optimizer kernels, clearing a gradient and the
+// multi-tensor lerp/copy of a weight EMA.
 // See shim.h for the contract.
 #include "shim.h"
 #include "guard.h"
@@ -154,6 +155,20 @@ int tl_add_scaled_(tl_tensor self, tl_tensor other, double alpha) {
 
 int tl_set_grad_none(tl_tensor param) {
   return guarded([&] { deref(param).mutable_grad().reset(); });
+}
+
+int tl_foreach_lerp_(tl_tensor *selfs, tl_tensor *ends, size_t n, double weight) {
+  return guarded([&] {
+    at::NoGradGuard no_grad;
+    at::_foreach_lerp_(list_of(selfs, n), list_of(ends, n), weight);
+  });
+}
+
+int tl_foreach_copy_(tl_tensor *selfs, tl_tensor *srcs, size_t n) {
+  return guarded([&] {
+    at::NoGradGuard no_grad;
+    at::_foreach_copy_(list_of(selfs, n), list_of(srcs, n), false);
+  });
 }
 
 } // extern "C"

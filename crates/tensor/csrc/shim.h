@@ -61,6 +61,12 @@ int tl_add_scaled_(tl_tensor self, tl_tensor other, double alpha);
 // param.grad = None: drops the gradient tensor (zero_grad(set_to_none=True)).
 int tl_set_grad_none(tl_tensor param);
 
+// torch._foreach_lerp_(selfs, ends, weight) over n pairs, under no_grad (an EMA of weights).
+int tl_foreach_lerp_(tl_tensor *selfs, tl_tensor *ends, size_t n, double weight);
+
+// torch._foreach_copy_(selfs, srcs) over n pairs, under no_grad.
+int tl_foreach_copy_(tl_tensor *selfs, tl_tensor *srcs, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -72,6 +72,13 @@ extern "C" {
     ) -> c_int;
     pub(crate) fn tl_add_scaled_(this: RawTensor, other: RawTensor, alpha: f64) -> c_int;
     pub(crate) fn tl_set_grad_none(param: RawTensor) -> c_int;
+    pub(crate) fn tl_foreach_lerp_(
+        selfs: *const RawTensor,
+        ends: *const RawTensor,
+        n: usize,
+        weight: f64,
+    ) -> c_int;
+    pub(crate) fn tl_foreach_copy_(selfs: *const RawTensor, srcs: *const RawTensor, n: usize) -> c_int;
 }
 
 /// Turns a shim return code into a `Result`, fetching libtorch's message on failure.

@@ -1,5 +1,6 @@
 //! PyTorch's fused optimizer kernels (`_fused_adam_`, `_fused_adamw_`, `_fused_sgd_`) and the
-//! other optimizer entry points tch does not generate (`add_` with `alpha`, `grad = None`).
+//! other optimizer entry points tch does not generate (`add_` with `alpha`, `grad = None`, the
+//! multi-tensor `_foreach_lerp_` and `_foreach_copy_` of a weight EMA).
 
 use crate::error::{Result, TensorError};
 use crate::ffi::{self, RawTensor};
@@ -177,4 +178,32 @@ pub fn add_scaled_(tensor: &Tensor, other: &Tensor, alpha: f64) -> Result<()> {
 pub fn set_grad_none(param: &Tensor) -> Result<()> {
     // SAFETY: a live at::Tensor; only its autograd metadata's grad slot is reset.
     ffi::check("set_grad_none", unsafe { ffi::tl_set_grad_none(param.as_ptr() as RawTensor) })
+}
+
+/// `torch._foreach_lerp_(selfs, ends, weight)`: every `selfs[i] += weight * (ends[i] -
+/// selfs[i])` in PyTorch's multi-tensor kernels (a few launches for the whole list on CUDA),
+/// under no-grad: the update of torch's `get_ema_multi_avg_fn` and timm's `ModelEmaV3`. The
+/// tensors must be floating point, and each pair of one dtype, device and shape.
+pub fn foreach_lerp_(selfs: &[&Tensor], ends: &[&Tensor], weight: f64) -> Result<()> {
+    const OP: &str = "foreach_lerp_";
+    check_len(OP, "ends", ends.len(), selfs.len())?;
+    if selfs.is_empty() {
+        return Ok(());
+    }
+    let (s, e) = (raw(selfs), raw(ends));
+    // SAFETY: live tensors, checked lengths, `selfs` mutated in place only.
+    ffi::check(OP, unsafe { ffi::tl_foreach_lerp_(s.as_ptr(), e.as_ptr(), s.len(), weight) })
+}
+
+/// `torch._foreach_copy_(selfs, srcs)`: every `selfs[i].copy_(srcs[i])` in one multi-tensor
+/// call, under no-grad.
+pub fn foreach_copy_(selfs: &[&Tensor], srcs: &[&Tensor]) -> Result<()> {
+    const OP: &str = "foreach_copy_";
+    check_len(OP, "srcs", srcs.len(), selfs.len())?;
+    if selfs.is_empty() {
+        return Ok(());
+    }
+    let (s, e) = (raw(selfs), raw(srcs));
+    // SAFETY: live tensors, checked lengths, `selfs` mutated in place only.
+    ffi::check(OP, unsafe { ffi::tl_foreach_copy_(s.as_ptr(), e.as_ptr(), s.len()) })
 }

@@ -32,7 +32,10 @@ pub use amp::non_finite_check_and_unscale;
 pub use cuda::{cuda_device_count, cuda_is_available, cuda_status, CudaStatus};
 pub use device::{device, DeviceSpec};
 pub use error::{Result, TensorError};
-pub use fused::{add_scaled_, fused_adam_, fused_sgd_, set_grad_none, FusedAdamArgs, FusedSgdArgs};
+pub use fused::{
+    add_scaled_, foreach_copy_, foreach_lerp_, fused_adam_, fused_sgd_, set_grad_none, FusedAdamArgs,
+    FusedSgdArgs,
+};
 pub use grad::{autocast, autocast_if, autocast_state, no_grad, AutocastGuard, NoGradGuard};
 pub use rng_state::{set_torch_rng_state, torch_rng_state, with_torch_seed, TorchRngState};
 pub use seed::{global_seed, seed_everything, set_deterministic};

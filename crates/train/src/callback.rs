@@ -1,7 +1,7 @@
 //! `Callback`: code that runs at fixed points of the Trainer's loop (PyTorch Lightning's hook
 //! points), with a saveable state of JSON and tensors; and the `Context` every hook gets.
 
-use crate::error::Result;
+use crate::error::{Result, TrainError};
 use crate::metrics::MetricSet;
 use crate::progress::Progress;
 use crate::record::{history_to_json, EpochRecord};
@@ -223,6 +223,36 @@ impl Context<'_> {
     }
 }
 
+/// Copies `weights` (by state_dict key) into `model`'s tensors in one multi-tensor call and
+/// returns each model tensor with a copy of its raw value, to copy back; an error naming a key
+/// the model lacks or a shape that differs, before anything is changed.
+pub(crate) fn swap_in(
+    model: &dyn torchlight_nn::Module,
+    weights: &[(String, Tensor)],
+) -> Result<Vec<(Tensor, Tensor)>> {
+    let _guard = torchlight_tensor::no_grad();
+    let mut own: std::collections::HashMap<String, Tensor> =
+        torchlight_nn::state_dict(model).into_iter().collect();
+    let mut pairs = Vec::with_capacity(weights.len());
+    for (k, w) in weights {
+        let m = own.remove(k).filter(|m| m.size() == w.size()).ok_or_else(|| TrainError::State {
+            what: "the averaged weights to validate".into(),
+            reason: format!("`{k}` {:?} is not a tensor of that shape in the model", w.size()),
+        })?;
+        pairs.push((m, w));
+    }
+    let raw: Vec<(Tensor, Tensor)> = pairs.iter().map(|(m, _)| (m.shallow_clone(), m.copy())).collect();
+    let (dst, src): (Vec<&Tensor>, Vec<&Tensor>) = pairs.iter().map(|(m, w)| (m, *w)).unzip();
+    torchlight_tensor::foreach_copy_(&dst, &src)?;
+    Ok(raw)
+}
+
+/// Copies back the raw values [`swap_in`] returned.
+pub(crate) fn swap_back(raw: &[(Tensor, Tensor)]) -> Result<()> {
+    let (dst, src): (Vec<&Tensor>, Vec<&Tensor>) = raw.iter().map(|(m, b)| (m, b)).unzip();
+    Ok(torchlight_tensor::foreach_copy_(&dst, &src)?)
+}
+
 /// Code run at fixed points of the loop, like a Lightning `Callback`. Every hook has a default
 /// that does nothing. A callback's state is saved in every checkpoint and handed back on
 /// resume: JSON through [`state_dict`](Callback::state_dict) /
@@ -324,6 +354,15 @@ pub trait Callback {
     /// when it is taken. Called after each of the callback's hooks, so keep it cheap.
     fn tensor_state(&self) -> Vec<(String, Tensor)> {
         Vec::new()
+    }
+
+    /// Weights besides the model's own (an EMA of them, [`ModelEma`](crate::ModelEma)) that the
+    /// Trainer validates after each validation pass of the raw model, by the model's
+    /// state_dict keys (parameters and buffers): it copies them into the model, validates,
+    /// and copies the raw weights back, and the metrics go into the epoch's record as
+    /// `ema_val_<metric>` (one callback per Trainer may return some). None by default.
+    fn validation_weights(&self) -> Option<Vec<(String, Tensor)>> {
+        None
     }
 
     /// Restores [`Callback::tensor_state`] on resume, with the tensors as saved (on the CPU,

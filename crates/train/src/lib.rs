@@ -30,6 +30,7 @@ mod distributed;
 mod error;
 pub mod guard;
 mod metrics;
+mod mixup;
 mod plot;
 mod progress;
 mod record;
@@ -45,7 +46,7 @@ pub use batch_transform::{BatchContext, BatchTransform};
 pub use callback::{BatchEnd, Callback, Context, LoopPosition};
 pub use callbacks::{
     BackboneFinetuning, CsvLogging, CurvesPlot, EarlyStopping, LearningRateMonitor, ModelCheckpoint,
-    ProgressBar, TensorBoardLogging,
+    ModelEma, ProgressBar, TensorBoardLogging,
 };
 pub use csv_log::{read_metrics_csv, CsvLogger};
 pub use distributed::Distributed;
@@ -55,6 +56,7 @@ pub use metrics::{
     MeanAveragePrecision, Metric, MetricSet, MetricsSummary, MultiLabelF1, Reduction, RootMeanSquaredError,
     TopKAccuracy,
 };
+pub use mixup::{Mixed, MixupCutMix};
 pub use plot::{confusion_matrix_size, plot_confusion_matrix, plot_curves, CURVES_SIZE};
 pub use progress::Progress;
 pub use record::EpochRecord;

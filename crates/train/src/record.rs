@@ -14,7 +14,8 @@ const TRAILING: [&str; 3] = ["seconds", "samples_per_s", "data_stall_pct"];
 const LEGACY_SAMPLES_PER_S: &str = "images_per_s";
 
 /// One epoch of a run: the learning rate, the training and validation metrics by name
-/// (`loss`, `acc`, `top5`, `mae`, ...; logged with a `train_` / `val_` prefix) and throughput.
+/// (`loss`, `acc`, `top5`, `mae`, ...; logged with a `train_` / `val_` prefix, those of an EMA
+/// of the weights with `ema_val_`) and throughput.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EpochRecord {
     /// 1-based epoch number.
@@ -26,6 +27,9 @@ pub struct EpochRecord {
     pub train: Vec<(String, f64)>,
     /// Validation metrics, `loss` first (empty without a validation loader).
     pub val: Vec<(String, f64)>,
+    /// Validation metrics of the averaged weights a callback keeps ([`ModelEma`](crate::ModelEma)),
+    /// logged with an `ema_val_` prefix (empty without one).
+    pub ema_val: Vec<(String, f64)>,
     /// Wall time of the epoch (training and validation).
     pub seconds: f64,
     /// Training samples (images, documents, ...) per second, of all ranks together.
@@ -50,6 +54,8 @@ impl EpochRecord {
                     find(&self.train, key)
                 } else if let Some(key) = name.strip_prefix("val_") {
                     find(&self.val, key)
+                } else if let Some(key) = name.strip_prefix("ema_val_") {
+                    find(&self.ema_val, key)
                 } else {
                     None
                 }
@@ -62,6 +68,7 @@ impl EpochRecord {
         let mut out = vec![("epoch".to_string(), self.epoch as f64), ("lr".to_string(), self.lr)];
         out.extend(self.train.iter().map(|(k, v)| (format!("train_{k}"), *v)));
         out.extend(self.val.iter().map(|(k, v)| (format!("val_{k}"), *v)));
+        out.extend(self.ema_val.iter().map(|(k, v)| (format!("ema_val_{k}"), *v)));
         out.extend([
             ("seconds".to_string(), self.seconds),
             ("samples_per_s".to_string(), self.samples_per_s),
@@ -108,6 +115,8 @@ impl EpochRecord {
                         record.train.push((k.to_string(), value));
                     } else if let Some(k) = other.strip_prefix("val_") {
                         record.val.push((k.to_string(), value));
+                    } else if let Some(k) = other.strip_prefix("ema_val_") {
+                        record.ema_val.push((k.to_string(), value));
                     } else {
                         return Err(format!("unknown column `{other}`"));
                     }
@@ -155,12 +164,12 @@ pub(crate) fn check_header(header: &str) -> std::result::Result<Vec<&str>, Strin
     let ok = n >= LEADING.len() + TRAILING.len()
         && columns[..2] == LEADING
         && trailing_ok(&columns[n - 3..])
-        && columns[2..n - 3].iter().all(|c| c.starts_with("train_") || c.starts_with("val_"));
+        && columns[2..n - 3].iter().all(|c| ["train_", "val_", "ema_val_"].iter().any(|p| c.starts_with(p)));
     if ok {
         Ok(columns)
     } else {
         Err(format!(
-            "header is `{}`, expected `epoch,lr,` then train_*/val_* columns, then `seconds,samples_per_s,data_stall_pct`",
+            "header is `{}`, expected `epoch,lr,` then train_*/val_*/ema_val_* columns, then `seconds,samples_per_s,data_stall_pct`",
             header.trim_end()
         ))
     }
@@ -176,6 +185,7 @@ mod tests {
             lr: 1e-5,
             train: vec![("loss".into(), 0.1 + 0.2), ("acc".into(), 2.0 / 3.0)],
             val: vec![("loss".into(), f64::NAN), ("acc".into(), 1.0)],
+            ema_val: vec![],
             seconds: 12.5,
             samples_per_s: 1234.5678,
             data_stall_pct: 0.0,
@@ -198,6 +208,13 @@ mod tests {
         assert_eq!(back.to_csv_line(), line);
         assert_eq!(back.get("train_acc"), Some(2.0 / 3.0));
         assert_eq!(back.get("val_top5"), None);
+        let with_ema = EpochRecord { ema_val: vec![("loss".into(), 0.25), ("acc".into(), 0.5)], ..r };
+        let header = with_ema.csv_header();
+        assert!(header.contains(",val_acc,ema_val_loss,ema_val_acc,seconds"), "{header}");
+        let columns = check_header(&header).unwrap();
+        let back = EpochRecord::parse(&columns, &with_ema.to_csv_line()).unwrap();
+        assert_eq!(back.get("ema_val_acc"), Some(0.5));
+        assert_eq!(back.ema_val, with_ema.ema_val);
     }
 
     #[test]

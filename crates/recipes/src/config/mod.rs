@@ -91,6 +91,15 @@ pub const CONFIG_KEYS: &[&str] = &[
     "train.seed",
     "train.amp",
     "train.label_smoothing",
+    "train.mixup_alpha",
+    "train.cutmix_alpha",
+    "train.mixup_prob",
+    "train.mixup_switch_prob",
+    "train.mixup_off_epoch",
+    "train.model_ema",
+    "train.model_ema_decay",
+    "train.model_ema_steps",
+    "train.model_ema_warmup",
     "train.grad_clip",
     "train.accumulation_steps",
     "train.early_stopping_patience",
@@ -506,8 +515,35 @@ pub struct LoopConfig {
     pub seed: u64,
     /// Mixed precision: fp16 autocast with a GradScaler on CUDA, bf16 autocast on CPU.
     pub amp: bool,
-    /// `CrossEntropyLoss(label_smoothing=...)`; 0.
+    /// `CrossEntropyLoss(label_smoothing=...)`; 0. With Mixup/CutMix on it is folded into
+    /// their soft targets (timm's way, the same loss).
     pub label_smoothing: f64,
+    /// Mixup's Beta(alpha, alpha) (torchvision's `--mixup-alpha`, `v2.MixUp`); 0 is off.
+    pub mixup_alpha: f64,
+    /// CutMix's Beta(alpha, alpha) (torchvision's `--cutmix-alpha`, `v2.CutMix`); 0 is off.
+    /// With both on, each batch gets one of the two (`v2.RandomChoice`).
+    pub cutmix_alpha: f64,
+    /// The probability of mixing a batch at all (timm's `--mixup-prob`); 1.
+    pub mixup_prob: f64,
+    /// The probability of CutMix rather than Mixup when both are on (timm's
+    /// `--mixup-switch-prob`); 0.5, torchvision's even choice.
+    pub mixup_switch_prob: f64,
+    /// Stop mixing after this many epochs (timm's `--mixup-off-epoch`: 8 mixes epochs 1-8 and
+    /// not the later ones); `None` mixes every epoch.
+    pub mixup_off_epoch: Option<usize>,
+    /// Keep an exponential moving average of the weights (torchvision's `--model-ema`),
+    /// validated each epoch beside the raw model (`ema_val_*` in metrics.csv); off.
+    pub model_ema: bool,
+    /// The EMA decay (torchvision's `--model-ema-decay`, 0.99998), adjusted as its script does
+    /// for the batch size, world size, `model_ema_steps` and epochs.
+    pub model_ema_decay: f64,
+    /// Update the EMA every this many optimizer steps of an epoch (torchvision's
+    /// `--model-ema-steps`, 32); during `optim.warmup_epochs` the EMA copies the weights.
+    pub model_ema_steps: u64,
+    /// timm's EMA instead (`ModelEmaV3` with `--model-ema-warmup`): updated after every
+    /// optimizer step with the warm-up decay `1 - (1 + step)^(-2/3)`, capped at
+    /// `model_ema_decay` (not adjusted); needs `model_ema`.
+    pub model_ema_warmup: bool,
     /// Max total gradient norm (`clip_grad_norm_`); `None` does not clip.
     pub grad_clip: Option<f64>,
     /// Batches whose gradients add up before each optimizer step; 1.
@@ -543,6 +579,15 @@ impl Default for LoopConfig {
             seed: 0,
             amp: false,
             label_smoothing: 0.0,
+            mixup_alpha: 0.0,
+            cutmix_alpha: 0.0,
+            mixup_prob: 1.0,
+            mixup_switch_prob: 0.5,
+            mixup_off_epoch: None,
+            model_ema: false,
+            model_ema_decay: 0.99998,
+            model_ema_steps: 32,
+            model_ema_warmup: false,
             grad_clip: None,
             accumulation_steps: 1,
             early_stopping_patience: None,

@@ -170,6 +170,7 @@ mod tests {
             c.train.grad_clip = Some(1.0);
             c.train.early_stopping_patience = Some(3);
             c.train.checkpoint_every_steps = Some(100);
+            c.train.mixup_off_epoch = Some(5);
             c.optim.norm_weight_decay = Some(0.0);
             c.optim.bias_weight_decay = Some(0.0);
             c.optim.layer_decay = Some(0.75);

@@ -270,6 +270,39 @@ impl TrainConfig {
             )?;
         }
         fraction("train.label_smoothing", t.label_smoothing)?;
+        non_negative("train.mixup_alpha", t.mixup_alpha)?;
+        non_negative("train.cutmix_alpha", t.cutmix_alpha)?;
+        for (field, p) in
+            [("train.mixup_prob", t.mixup_prob), ("train.mixup_switch_prob", t.mixup_switch_prob)]
+        {
+            if !(0.0..=1.0).contains(&p) {
+                invalid(field, p, "must be a probability in [0, 1]")?;
+            }
+        }
+        if t.mixup_off_epoch == Some(0) {
+            invalid(
+                "train.mixup_off_epoch",
+                0,
+                "would never mix: set train.mixup_alpha and train.cutmix_alpha to 0 instead (or leave it out to mix every epoch)",
+            )?;
+        }
+        let mixing = t.mixup_alpha > 0.0 || t.cutmix_alpha > 0.0;
+        if !mixing && (t.mixup_off_epoch.is_some() || t.mixup_prob != 1.0 || t.mixup_switch_prob != 0.5) {
+            invalid(
+                "train.mixup_alpha",
+                t.mixup_alpha,
+                "train.mixup_prob, mixup_switch_prob and mixup_off_epoch need Mixup or CutMix on: set train.mixup_alpha or train.cutmix_alpha above 0",
+            )?;
+        }
+        if !(0.0..=1.0).contains(&t.model_ema_decay) {
+            invalid("train.model_ema_decay", t.model_ema_decay, "must be in [0, 1]")?;
+        }
+        if t.model_ema_steps == 0 {
+            invalid("train.model_ema_steps", 0, "must be at least 1 optimizer step")?;
+        }
+        if t.model_ema_warmup && !t.model_ema {
+            invalid("train.model_ema_warmup", true, "needs train.model_ema = true")?;
+        }
         if let Some(c) = t.grad_clip {
             positive("train.grad_clip", c)?;
         }

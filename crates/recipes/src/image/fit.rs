@@ -15,8 +15,8 @@ use tch::{Kind, Tensor};
 use torchlight_checkpoint::Checkpoint;
 use torchlight_tensor::seed_everything;
 use torchlight_train::{
-    plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping, MetricsSummary,
-    Progress, Stage, StepConfig, Trainer,
+    best_of, plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping,
+    MetricsSummary, MixupCutMix, ModelEma, Monitor, Progress, Stage, StepConfig, Trainer,
 };
 
 /// The config keys a resumed run may change: how long it trains and where, not what it learns.
@@ -276,8 +276,10 @@ fn train_run(
             reason: format!("the data has {} classes: {}", classes.len(), classes.join(", ")),
         });
     }
-    let mut task =
-        Classification::new(num_classes).with_label_smoothing(t.label_smoothing).with_top_k(t.top_k);
+    let mixing = t.mixup_alpha > 0.0 || t.cutmix_alpha > 0.0;
+    // With Mixup/CutMix the smoothing goes into their soft targets (the same loss).
+    let task_smoothing = if mixing { 0.0 } else { t.label_smoothing };
+    let mut task = Classification::new(num_classes).with_label_smoothing(task_smoothing).with_top_k(t.top_k);
     if let Some(w) = class_weights(&config, &splits, device)? {
         task = task.with_class_weights(w);
     }
@@ -312,6 +314,24 @@ fn train_run(
         .config(serde_json::to_value(&card).expect("the model card serialises"))
         .callback(BackboneFinetuning::new(config.model.freeze_epochs as u64, head))
         .run_dir(run.path());
+    if mixing {
+        let mut mix = MixupCutMix::new(num_classes, t.mixup_alpha, t.cutmix_alpha)?
+            .with_prob(t.mixup_prob)?
+            .with_switch_prob(t.mixup_switch_prob)?
+            .with_label_smoothing(t.label_smoothing)?;
+        if let Some(off) = t.mixup_off_epoch {
+            mix = mix.with_off_epoch(off as u64);
+        }
+        builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
+    }
+    if t.model_ema {
+        let mut ema = model_ema(&config, world_size)?;
+        if main {
+            ema = ema
+                .with_best_checkpoint(run.checkpoints_dir()?.join("best_ema"), Monitor::max("ema_val_acc"));
+        }
+        builder = builder.callback(ema);
+    }
     if let Some(patience) = t.early_stopping_patience {
         builder = builder.callback(EarlyStopping::new(patience));
     }
@@ -334,8 +354,27 @@ fn train_run(
     let fitted =
         trainer.fit(model.as_mut(), &task, optimizer.as_mut(), &mut train_loader, Some(&mut val_loader))?;
 
+    // The EMA weights are selected when their best validation accuracy beats the raw model's.
+    let ema_best = best_of(&fitted.history, &Monitor::max("ema_val_acc"));
+    let ema_dir = run.checkpoints_dir()?.join("best_ema");
+    let ema_selected = match (ema_best, fitted.best) {
+        (Some((ema, _)), Some((raw, _))) => ema > raw && ema_dir.join("meta.json").is_file(),
+        _ => false,
+    };
+    if let Some((acc, epoch)) = ema_best {
+        let raw = fitted.best.map_or(f64::NAN, |b| b.0);
+        progress.line(&if ema_selected {
+            format!(
+                "model EMA selected: best ema_val_acc {acc:.4} at epoch {epoch} beats the raw model's {raw:.4}; the test split, eval, predict and export use checkpoints/best_ema"
+            )
+        } else {
+            format!(
+                "model EMA not selected: best ema_val_acc {acc:.4} at epoch {epoch}, the raw model's best val_acc {raw:.4}; outputs use checkpoints/best"
+            )
+        });
+    }
     let (mut test_acc, mut test_topk_acc) = (None, None);
-    let best_dir = run.checkpoints_dir()?.join("best");
+    let best_dir = run.checkpoints_dir()?.join(if ema_selected { "best_ema" } else { "best" });
     if let (Some(test), true) = (splits.test, best_dir.join("meta.json").is_file()) {
         Checkpoint::load(&best_dir)?.restore_model(model.as_ref())?;
         let mut test_loader = sharded_loader(test, &config, false, device, shard)?;
@@ -346,8 +385,9 @@ fn train_run(
             plot_confusion_matrix(&test.confusion, &classes, run.confusion_matrix_path())?;
         }
         progress.line(&format!(
-            "test (best checkpoint, epoch {}): acc {:.4}  top{} {:.4}  on {} images",
-            fitted.best.map_or(0, |b| b.1),
+            "test ({} checkpoint, epoch {}): acc {:.4}  top{} {:.4}  on {} images",
+            if ema_selected { "best EMA" } else { "best" },
+            if ema_selected { ema_best.map_or(0, |b| b.1) } else { fitted.best.map_or(0, |b| b.1) },
             test.top1,
             test.k,
             test.topk,
@@ -368,6 +408,9 @@ fn train_run(
         classes,
         world_size,
         batch_size: t.batch_size,
+        best_ema_val_acc: ema_best.map(|b| b.0),
+        best_ema_epoch: ema_best.map(|b| b.1),
+        ema_selected,
         param_groups: groups,
     };
     if main {
@@ -376,4 +419,24 @@ fn train_run(
         std::fs::write(&path, text).map_err(|e| RecipeError::io(&path, e))?;
     }
     Ok(summary)
+}
+
+/// The EMA `train.model_ema*` ask for: torchvision's (`--model-ema-decay` adjusted as its
+/// `train.py` does, every `model_ema_steps` steps of an epoch, copying during the lr warm-up),
+/// or timm's `ModelEmaV3` with its warm-up (`model_ema_warmup`).
+fn model_ema(config: &TrainConfig, world_size: usize) -> Result<ModelEma> {
+    let t = &config.train;
+    let ema = if t.model_ema_warmup {
+        ModelEma::timm(t.model_ema_decay)?.with_warmup(1.0, 2.0 / 3.0)?
+    } else {
+        let decay = ModelEma::torchvision_decay(
+            t.model_ema_decay,
+            t.model_ema_steps,
+            t.batch_size,
+            world_size,
+            t.epochs as u64,
+        );
+        ModelEma::torchvision(decay, t.model_ema_steps)?.with_copy_epochs(config.optim.warmup_epochs as u64)
+    };
+    Ok(ema)
 }

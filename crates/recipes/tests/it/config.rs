@@ -156,6 +156,14 @@ fn validate_names_the_invalid_field() {
         ("train.batch_size", "1000000", "train.batch_size"),
         ("train.class_weights", "[1.0, -2.0]", "train.class_weights"),
         ("train.checkpoint_every_steps", "0", "train.checkpoint_every_steps"),
+        ("train.mixup_alpha", "-0.2", "train.mixup_alpha"),
+        ("train.cutmix_alpha", "inf", "train.cutmix_alpha"),
+        ("train.model_ema_decay", "1.5", "train.model_ema_decay"),
+        ("train.model_ema_steps", "0", "train.model_ema_steps"),
+        ("train.model_ema_warmup", "true", "train.model_ema_warmup"),
+        // The Mixup switches without Mixup or CutMix name the missing alpha.
+        ("train.mixup_prob", "0.5", "train.mixup_alpha"),
+        ("train.mixup_off_epoch", "3", "train.mixup_alpha"),
         ("optim.norm_weight_decay", "-1e-5", "optim.norm_weight_decay"),
         ("optim.bias_weight_decay", "inf", "optim.bias_weight_decay"),
         ("optim.layer_decay", "0", "optim.layer_decay"),
@@ -167,6 +175,24 @@ fn validate_names_the_invalid_field() {
     for (key, value, field) in cases {
         assert_eq!(invalid_field(key, value), field, "{key} = {value}");
     }
+
+    let mut c = TrainConfig::default();
+    c.set("train.mixup_alpha", "0.2").unwrap();
+    for (key, value) in
+        [("train.mixup_prob", "1.5"), ("train.mixup_switch_prob", "-1"), ("train.mixup_off_epoch", "0")]
+    {
+        let mut bad = c.clone();
+        bad.set(key, value).unwrap();
+        assert!(
+            matches!(bad.validate(), Err(RecipeError::InvalidConfig { ref field, .. }) if field == key),
+            "{key} = {value}: {:?}",
+            bad.validate()
+        );
+    }
+    c.set("train.mixup_off_epoch", "3").unwrap();
+    c.set("model_ema", "true").unwrap();
+    c.set("model_ema_warmup", "true").unwrap();
+    c.validate().unwrap();
 
     let mut c = TrainConfig::default();
     c.set("scheduler.kind", "step").unwrap();

@@ -136,6 +136,97 @@ fn resuming_after_two_epochs_ends_where_four_straight_epochs_end() {
     assert_eq!(rows[3].get("train_loss"), straight_rows[3].get("train_loss"));
 }
 
+/// The modern-recipe keys end to end: Mixup/CutMix with label smoothing folded in and a model
+/// EMA, on a tiny set with an odd last batch (27 training images in batches of 8: 3 left).
+#[test]
+fn mixup_cutmix_and_a_model_ema_train_from_the_config() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [9, 3, 2]);
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 2);
+    config.train.batch_size = 8;
+    for (key, value) in [
+        ("train.mixup_alpha", "0.2"),
+        ("train.cutmix_alpha", "1.0"),
+        ("train.mixup_off_epoch", "1"),
+        ("train.label_smoothing", "0.1"),
+        ("train.model_ema", "true"),
+        ("train.model_ema_steps", "2"),
+        ("train.model_ema_decay", "0.9"),
+    ] {
+        config.set(key, value).unwrap();
+    }
+    config.validate().unwrap();
+    let summary = fit(config, &Progress::quiet()).unwrap();
+    let run = &summary.run_dir;
+    let rows = read_metrics_csv(run.join("metrics.csv")).unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        // Accuracy counts against hard labels (each mixed sample's larger share).
+        let acc = r.get("train_acc").unwrap();
+        assert!((0.0..=1.0).contains(&acc), "train_acc {acc}");
+        assert!(r.get("train_loss").unwrap().is_finite());
+        assert!((0.0..=1.0).contains(&r.get("ema_val_acc").unwrap()));
+        assert!(r.get("ema_val_loss").unwrap().is_finite());
+    }
+    let best_ema = rows.iter().map(|r| r.get("ema_val_acc").unwrap()).fold(f64::MIN, f64::max);
+    assert_eq!(summary.best_ema_val_acc, Some(best_ema));
+    assert!(summary.best_ema_epoch.is_some());
+    // Selected exactly when the EMA's best validation accuracy beats the raw model's; then the
+    // run folder's outputs (test, eval, predict, export) come from checkpoints/best_ema.
+    assert_eq!(summary.ema_selected, best_ema > summary.best_val_acc);
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(written["ema_selected"], summary.ema_selected);
+    let selected = if summary.ema_selected { "checkpoints/best_ema" } else { "checkpoints/best" };
+    assert_eq!(selected_checkpoint(run), run.join(selected));
+    assert!(run.join("checkpoints/best_ema/meta.json").is_file());
+    // The EMA covers every parameter and buffer of the ResNet, BatchNorm statistics included.
+    let last = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+    let ema: std::collections::BTreeMap<String, tch::Tensor> = last
+        .loop_tensors()
+        .into_iter()
+        .filter_map(|(k, t)| k.strip_prefix("callbacks.ModelEma.").map(|k| (k.to_string(), t)))
+        .collect();
+    assert_eq!(ema.len(), last.model_state().len());
+    assert!(ema.contains_key("bn1.running_var") && ema.contains_key("fc.weight"));
+    // 4 optimizer steps an epoch, the EMA updated after steps 0 and 2 of each.
+    assert_eq!(last.meta.loop_state["callbacks"]["ModelEma"]["updates"], 4);
+}
+
+/// The recipe files in docs/recipes/ parse, validate and train on tiny data (their epochs,
+/// image size and batch shrunk by overrides, as a user's `--set` would).
+#[test]
+fn the_recipe_files_train_on_tiny_data() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [9, 3, 2]);
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/recipes");
+    for name in ["plain", "modern"] {
+        let mut config = TrainConfig::from_toml_file(docs.join(format!("{name}.toml"))).unwrap();
+        config.validate().unwrap_or_else(|e| panic!("{name}.toml as written: {e}"));
+        config.data.root = tmp.path().join("data");
+        config.train.out_dir = tmp.path().join(name);
+        for (key, value) in [
+            ("train.epochs", "2"),
+            ("data.image_size", "32"),
+            ("train.batch_size", "8"),
+            ("data.workers", "0"),
+            ("train.device", "cpu"),
+        ] {
+            config.set(key, value).unwrap();
+        }
+        if config.train.model_ema {
+            config.set("train.model_ema_steps", "2").unwrap();
+        }
+        config.validate().unwrap();
+        let summary = fit(config.clone(), &Progress::quiet()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(summary.epochs, 2, "{name}");
+        assert!(summary.test_acc.is_some_and(|a| (0.0..=1.0).contains(&a)), "{name}");
+        assert_eq!(summary.best_ema_val_acc.is_some(), name == "modern", "{name}");
+    }
+}
+
 #[test]
 fn the_loop_overfits_a_single_batch() {
     // The seed documents' first debugging step, as a test of the loop itself: with

@@ -33,6 +33,9 @@ pub(crate) fn epoch_line(record: &EpochRecord, epochs: u64, notes: &[String]) ->
     if !record.val.is_empty() {
         line.push_str(&format!("  val {}", metrics_text(&record.val)));
     }
+    if !record.ema_val.is_empty() {
+        line.push_str(&format!("  ema val {}", metrics_text(&record.ema_val)));
+    }
     line.push_str(&format!(
         "  lr {:.2e}  {:.0} samples/s  stall {:.0}%  {:.1}s",
         record.lr, record.samples_per_s, record.data_stall_pct, record.seconds
@@ -110,6 +113,7 @@ mod tests {
             lr: 1e-3,
             train: vec![("loss".into(), 0.5), ("acc".into(), 0.75)],
             val: vec![("loss".into(), 0.6), ("acc".into(), 0.7), ("top2".into(), 0.9)],
+            ema_val: vec![],
             seconds: 3.25,
             samples_per_s: 120.4,
             data_stall_pct: 12.0,

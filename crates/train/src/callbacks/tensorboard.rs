@@ -9,7 +9,8 @@ use std::path::PathBuf;
 
 /// Writes each epoch's record to `events.out.tfevents.*` in a folder (`tensorboard --logdir
 /// runs`), under PyTorch users' usual tags: `loss/train`, `loss/val`, `accuracy/train`,
-/// `accuracy/val`, `accuracy/val_top5`, `<metric>/<stage>` for other metrics, `lr`,
+/// `accuracy/val`, `accuracy/val_top5`, `<metric>/<stage>` for other metrics (an EMA's are
+/// stage `ema_val`: `loss/ema_val`, `accuracy/ema_val`), `lr`,
 /// `throughput/samples_per_s`, `throughput/data_stall_pct`; and whatever earlier callbacks
 /// logged with [`Context::log_scalar`].
 ///
@@ -82,6 +83,7 @@ impl Callback for TensorBoardLogging {
         let mut scalars: Vec<(String, f64)> = Vec::new();
         scalars.extend(record.train.iter().map(|(k, v)| (tag(k, "train"), *v)));
         scalars.extend(record.val.iter().map(|(k, v)| (tag(k, "val"), *v)));
+        scalars.extend(record.ema_val.iter().map(|(k, v)| (tag(k, "ema_val"), *v)));
         scalars.push(("lr".into(), record.lr));
         scalars.push(("throughput/samples_per_s".into(), record.samples_per_s));
         scalars.push(("throughput/data_stall_pct".into(), record.data_stall_pct));
@@ -111,5 +113,7 @@ mod tests {
         assert_eq!(super::tag("acc", "train"), "accuracy/train");
         assert_eq!(super::tag("top5", "val"), "accuracy/val_top5");
         assert_eq!(super::tag("mae", "val"), "mae/val");
+        assert_eq!(super::tag("acc", "ema_val"), "accuracy/ema_val");
+        assert_eq!(super::tag("loss", "ema_val"), "loss/ema_val");
     }
 }

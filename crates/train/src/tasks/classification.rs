@@ -7,8 +7,12 @@ use tch::{Kind, Tensor};
 use torchlight_nn::{CrossEntropyLoss, Inputs, Module, MultiInput};
 
 /// Single-label classification (`nn.CrossEntropyLoss`, optionally with label smoothing and
-/// class weights). Batches are `(inputs, targets)` with class indices `[N]`; the model returns
-/// logits `[N, C]`. Metrics: accuracy when training; accuracy and top-k when validating; and
+/// class weights). Batches are `(inputs, targets)` with class indices `[N]`, or soft targets
+/// `[N, C]` (class probabilities, as [`MixupCutMix`](crate::MixupCutMix) makes them: the loss
+/// is then PyTorch's `cross_entropy` with probability targets, and accuracy and the confusion
+/// matrix count each sample against its largest class, the label of the larger share of a
+/// mixed image, ties to the lower index as `argmax` breaks them); the model returns logits
+/// `[N, C]`. Metrics: accuracy when training; accuracy and top-k when validating; and
 /// the confusion matrix too when testing. The best checkpoint is the one of highest `val_acc`.
 #[derive(Debug)]
 pub struct Classification {
@@ -52,7 +56,10 @@ impl Classification {
     fn loss_of(&self, logits: Tensor, y: &Tensor) -> Result<StepOutput> {
         let logits = logits.to_kind(Kind::Float);
         let loss = self.loss.forward(&logits, y)?;
-        Ok(StepOutput { loss, output: logits, target: y.shallow_clone() })
+        // Soft targets (Mixup/CutMix): the metrics count against each sample's largest class.
+        let target =
+            if y.is_floating_point() && y.dim() == 2 { y.argmax(1, false) } else { y.shallow_clone() };
+        Ok(StepOutput { loss, output: logits, target })
     }
 
     fn stage_metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {

@@ -49,6 +49,9 @@ pub(super) struct Run<'r, M: ?Sized, T: ?Sized> {
     train_seconds: f64,
 }
 
+/// Metric values by name, as a pass computes them.
+type Metrics = Vec<(String, f64)>;
+
 /// What an epoch's training pass measured.
 struct Trained {
     /// Samples of this rank.
@@ -146,8 +149,8 @@ where
             self.hook(|c, ctx| c.on_train_epoch_start(ctx))?;
             let mut trained = self.train_epoch(train, transform.as_deref_mut(), transform_seed)?;
             let train_values = self.finish_training(&mut trained, epoch_started)?;
-            let val_values = match val.as_deref_mut() {
-                None => Vec::new(),
+            let (val_values, ema_values) = match val.as_deref_mut() {
+                None => (Vec::new(), Vec::new()),
                 Some(source) => match self.validate(source) {
                     Ok(values) => values,
                     Err(e) => {
@@ -156,7 +159,13 @@ where
                     }
                 },
             };
-            let record = self.end_epoch(&trained, train_values, val_values, epoch_started, skipped_before)?;
+            let record = self.end_epoch(
+                &trained,
+                train_values,
+                (val_values, ema_values),
+                epoch_started,
+                skipped_before,
+            )?;
             self.hook(|c, ctx| c.on_train_epoch_end(ctx, &record))?;
             if let Some(reason) = self.control.stop.take() {
                 self.trainer.progress.line(&reason);
@@ -339,25 +348,72 @@ where
     }
 
     /// One validation pass through the evaluation loop, with the validation hooks; its
-    /// metrics reduced over the ranks.
-    fn validate<B>(&mut self, source: &mut dyn BatchSource<B>) -> Result<Vec<(String, f64)>>
+    /// metrics reduced over the ranks. Then, when a callback keeps averaged weights
+    /// ([`Callback::validation_weights`]), a second pass with them in the model (no batch
+    /// hooks), its metrics the record's `ema_val`; the raw weights are back after it.
+    fn validate<B>(&mut self, source: &mut dyn BatchSource<B>) -> Result<(Metrics, Metrics)>
     where
         B: Batch,
         T: Task<M, B>,
     {
         self.hook(|c, ctx| c.on_validation_epoch_start(ctx))?;
+        let values = self.validation_pass(source, true)?;
+        let ema_values = match self.validation_weights()? {
+            None => Vec::new(),
+            Some(weights) => {
+                let raw = crate::callback::swap_in(self.model.as_dyn(), &weights)?;
+                let result = self.validation_pass(source, false);
+                crate::callback::swap_back(&raw)?;
+                result?
+            }
+        };
+        let mut named: Vec<(String, f64)> = values.iter().map(|(k, v)| (format!("val_{k}"), *v)).collect();
+        named.extend(ema_values.iter().map(|(k, v)| (format!("ema_val_{k}"), *v)));
+        self.hook(|c, ctx| c.on_validation_epoch_end(ctx, &named))?;
+        Ok((values, ema_values))
+    }
+
+    /// One pass of the evaluation loop over `source` with the model as it is, the batch hooks
+    /// when `hooks`; the metrics reduced over the ranks.
+    fn validation_pass<B>(
+        &mut self,
+        source: &mut dyn BatchSource<B>,
+        hooks: bool,
+    ) -> Result<Vec<(String, f64)>>
+    where
+        B: Batch,
+        T: Task<M, B>,
+    {
         let mut metrics = MetricSet::new(self.task.metrics(Stage::Validate));
         eval_loop(source, self.trainer.device, |batch| {
             eval_step(&*self.model, self.task, batch, Stage::Validate, &self.runner, &mut metrics)?;
-            self.hook(|c, ctx| c.on_validation_batch_end(ctx))
+            if hooks {
+                self.hook(|c, ctx| c.on_validation_batch_end(ctx))?;
+            }
+            Ok(())
         })?;
         if let Some(d) = self.trainer.distributed.as_deref() {
             metrics.reduce(d)?;
         }
-        let values = metrics.compute();
-        let named: Vec<(String, f64)> = values.iter().map(|(k, v)| (format!("val_{k}"), *v)).collect();
-        self.hook(|c, ctx| c.on_validation_epoch_end(ctx, &named))?;
-        Ok(values)
+        Ok(metrics.compute())
+    }
+
+    /// The averaged weights a callback asks to validate, if any (at most one callback may).
+    fn validation_weights(&self) -> Result<Option<Vec<(String, Tensor)>>> {
+        let mut found: Option<(String, Vec<(String, Tensor)>)> = None;
+        for c in &self.trainer.callbacks {
+            if let Some(w) = c.validation_weights() {
+                if let Some((first, _)) = &found {
+                    return Err(TrainError::InvalidSetting {
+                        setting: "callbacks".into(),
+                        value: format!("{first} and {}", c.name()),
+                        reason: "both keep weights to validate (ema_val_*); keep one".into(),
+                    });
+                }
+                found = Some((c.name(), w));
+            }
+        }
+        Ok(found.map(|(_, w)| w))
     }
 
     /// After validation: the per-epoch scheduler step, the skip count, the epoch's record in
@@ -366,7 +422,7 @@ where
         &mut self,
         trained: &Trained,
         train: Vec<(String, f64)>,
-        val: Vec<(String, f64)>,
+        (val, ema_val): (Metrics, Metrics),
         epoch_started: Instant,
         skipped_before: u64,
     ) -> Result<EpochRecord> {
@@ -409,6 +465,7 @@ where
             lr,
             train,
             val,
+            ema_val,
             seconds: epoch_started.elapsed().as_secs_f64(),
             samples_per_s: trained.samples as f64 * world / train_time.max(1e-9),
             data_stall_pct: 100.0 * trained.stall.as_secs_f64() / train_time.max(1e-9),

@@ -13,6 +13,7 @@ fn record(epoch: usize) -> EpochRecord {
         lr: 1e-3 / e,
         train: vec![("loss".into(), 2.0 / e), ("acc".into(), 0.1 * e)],
         val: vec![("loss".into(), 2.5 / e), ("acc".into(), 0.09 * e), ("top5".into(), 0.5)],
+        ema_val: vec![],
         seconds: 10.0 + e,
         samples_per_s: 512.25,
         data_stall_pct: 3.5,

@@ -7,7 +7,9 @@
 mod csv_log;
 #[cfg(feature = "cuda-tests")]
 mod cuda;
+mod ema;
 mod metrics;
+mod mixup;
 mod plot;
 mod skipped_steps;
 mod tfevents;

@@ -15,6 +15,7 @@ fn records(n: usize) -> Vec<EpochRecord> {
                 lr: 1e-3,
                 train: vec![("loss".into(), 1.6 / x), ("acc".into(), 1.0 - 0.6 / x)],
                 val: vec![("loss".into(), 1.8 / x + 0.05), ("acc".into(), 1.0 - 0.7 / x)],
+                ema_val: vec![],
                 seconds: 3.0,
                 samples_per_s: 100.0,
                 data_stall_pct: 1.0,
@@ -64,6 +65,7 @@ fn curves_png_has_both_panels_and_series() {
             epoch: e,
             train: vec![("loss".into(), 1.0 / e as f64), ("mae".into(), 2.0 / e as f64)],
             val: vec![("loss".into(), 1.2 / e as f64), ("mae".into(), 2.5 / e as f64)],
+            ema_val: vec![],
             ..EpochRecord::default()
         })
         .collect();

@@ -20,14 +20,14 @@ use torchlight_train::*;
 
 /// A user's model, written as a PyTorch user writes one: two linear layers with dropout.
 #[derive(Debug)]
-struct Mlp {
+pub(crate) struct Mlp {
     fc1: Linear,
     drop: Dropout,
     fc2: Linear,
 }
 
 impl Mlp {
-    fn new(inputs: i64, hidden: i64, outputs: i64) -> Self {
+    pub(crate) fn new(inputs: i64, hidden: i64, outputs: i64) -> Self {
         Mlp {
             fc1: Linear::new(inputs, hidden, true),
             drop: Dropout { p: 0.2 },
@@ -63,7 +63,7 @@ impl Module for Mlp {
 
 /// A user's in-memory dataset: Gaussian blobs, one per class, with noise drawn from the
 /// sample's generator (an augmentation, so resume must reproduce it).
-struct Blobs {
+pub(crate) struct Blobs {
     x: Vec<[f32; 4]>,
     y: Vec<i64>,
 }
@@ -99,7 +99,7 @@ impl Dataset for Blobs {
     }
 }
 
-fn blob_loader(n: usize, shuffle: bool, workers: usize) -> DataLoader<Blobs> {
+pub(crate) fn blob_loader(n: usize, shuffle: bool, workers: usize) -> DataLoader<Blobs> {
     DataLoader::builder(Blobs::new(n, 3, 1))
         .batch_size(8)
         .shuffle(shuffle)
@@ -109,15 +109,15 @@ fn blob_loader(n: usize, shuffle: bool, workers: usize) -> DataLoader<Blobs> {
         .unwrap()
 }
 
-fn adamw(model: &dyn Module, lr: f64) -> AdamW {
+pub(crate) fn adamw(model: &dyn Module, lr: f64) -> AdamW {
     AdamW::new(vec![ParamGroup::new(named_parameters(model), AdamConfig::adamw().with_lr(lr))]).unwrap()
 }
 
-fn weights(model: &dyn Module) -> Vec<(String, Tensor)> {
+pub(crate) fn weights(model: &dyn Module) -> Vec<(String, Tensor)> {
     state_dict(model).into_iter().map(|(k, t)| (k, t.copy())).collect()
 }
 
-fn assert_same_weights(a: &[(String, Tensor)], b: &[(String, Tensor)]) {
+pub(crate) fn assert_same_weights(a: &[(String, Tensor)], b: &[(String, Tensor)]) {
     assert_eq!(a.len(), b.len());
     for ((ka, ta), (kb, tb)) in a.iter().zip(b) {
         assert_eq!(ka, kb);
@@ -127,9 +127,9 @@ fn assert_same_weights(a: &[(String, Tensor)], b: &[(String, Tensor)]) {
 
 /// Stops the run at optimizer step `at`: by SIGINT (as Ctrl-C would) or by failing (as a crash
 /// would, without the graceful save).
-struct StopAt {
-    at: u64,
-    signal: bool,
+pub(crate) struct StopAt {
+    pub(crate) at: u64,
+    pub(crate) signal: bool,
 }
 
 impl Callback for StopAt {
