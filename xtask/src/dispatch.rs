@@ -37,6 +37,11 @@ pub const PASSES: &[(&str, &str, &[&str])] = &[
         ],
     ),
     ("torchlight-optim", "crates/optim", &["--skip", "cuda::"]),
+    (
+        "torchlight-train",
+        "crates/train",
+        &["ema::fifty_steps_equal_torchvision_and_timm", "mixup::", "skipped_steps::"],
+    ),
 ];
 
 /// Runs [`PASSES`] under [`LEVEL`]. `test_args` are the main run's `cargo test` arguments,
@@ -79,7 +84,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_pass_covers_the_vits_and_every_optim_test_in_existing_folders() {
+    fn the_pass_covers_the_vits_every_optim_test_and_the_loops_parity_tests() {
         let root = crate::workspace_root();
         for (package, dir, _) in PASSES {
             let manifest = std::fs::read_to_string(root.join(dir).join("Cargo.toml")).unwrap();
@@ -91,5 +96,14 @@ mod tests {
         assert!(source.contains("fn vision_transformers_match_torchvision()"), "the filter names a test");
         let optim = PASSES.iter().find(|(p, _, _)| *p == "torchlight-optim").unwrap();
         assert_eq!(optim.2, ["--skip", "cuda::"], "every optim test but the CUDA ones");
+        // The loop's parity tests (the EMA trajectory, Mixup/CutMix's draws and soft-target
+        // loss, the skipped step's optimizer state): each filter names a module or a test.
+        let train = PASSES.iter().find(|(p, _, _)| *p == "torchlight-train").unwrap();
+        for filter in train.2 {
+            let (module, test) = filter.split_once("::").unwrap();
+            let source =
+                std::fs::read_to_string(root.join(format!("crates/train/tests/it/{module}.rs"))).unwrap();
+            assert!(test.is_empty() || source.contains(&format!("fn {test}()")), "{filter} names a test");
+        }
     }
 }
