@@ -42,11 +42,13 @@ mod mean_std;
 mod normalize;
 mod orientation;
 mod random_crop;
+mod random_erasing;
 mod random_resized_crop;
 mod resample;
 mod resize;
 mod tiff;
 mod to_tensor;
+pub mod torch_draws;
 mod transform;
 
 pub use center_crop::CenterCrop;
@@ -67,9 +69,11 @@ pub use image_folder::{ImageFolder, SplitFolders};
 pub use mean_std::{dataset_mean_std, MeanStd};
 pub use normalize::{Normalize, IMAGENET_MEAN, IMAGENET_STD};
 pub use random_crop::{pad, PaddingMode, RandomCrop};
+pub use random_erasing::{EraseValue, ErasingParams, RandomErasing};
 pub use random_resized_crop::{CropBox, RandomResizedCrop};
 pub use resize::{InterpolationMode, Resize, ResizeSize};
 pub use to_tensor::ToTensor;
+pub use torchlight_data::TorchGenerator;
 pub use transform::{LeadingCrop, Sample, TensorImage, Transform};
 
 /// The resampling kernels, exposed so tests can run each against the scalar reference; not a

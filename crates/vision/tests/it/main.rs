@@ -8,6 +8,7 @@
 mod color;
 mod contract;
 mod decode;
+mod erasing;
 mod folder;
 mod jpeg;
 mod parity;
