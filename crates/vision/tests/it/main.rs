@@ -12,6 +12,7 @@ mod erasing;
 mod folder;
 mod jpeg;
 mod parity;
+mod point_ops;
 mod preset;
 mod random;
 mod simd;
