@@ -53,7 +53,9 @@ pub mod torch_draws;
 mod transform;
 
 pub use center_crop::CenterCrop;
-pub use color_jitter::{adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, ColorJitter};
+pub use color_jitter::{
+    adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, adjust_sharpness, ColorJitter,
+};
 pub use compose::Compose;
 pub use crop_decode::decode_bytes_crop;
 pub use decode::{

@@ -1,8 +1,12 @@
 //! The integer point ops against torchvision 0.26 on PIL images (`ImageOps`, Pillow 13;
-//! `tests/fixtures/make_point_ops.py`): odd sizes, 1 and 3 channels, held to 0.
+//! `tests/fixtures/make_point_ops.py`): odd sizes, 1 and 3 channels, held to 0; and the
+//! `ImageEnhance` ops (sharpness, brightness, contrast, saturation), also held to 0.
 
 use crate::read_safetensors;
-use torchlight_vision::{autocontrast, equalize, invert, posterize, solarize, Image};
+use torchlight_vision::{
+    adjust_brightness, adjust_contrast, adjust_saturation, adjust_sharpness, autocontrast, equalize, invert,
+    posterize, solarize, Image,
+};
 
 #[test]
 fn point_ops_equal_pillows_bytes() {
@@ -23,13 +27,17 @@ fn point_ops_equal_pillows_bytes() {
             "equalize" => equalize(&mut image),
             "posterize" => posterize(&mut image, arg.parse().unwrap()).unwrap(),
             "solarize" => solarize(&mut image, arg.parse().unwrap()),
+            "sharpness" => adjust_sharpness(&mut image, arg.parse().unwrap()),
+            "brightness" => adjust_brightness(&mut image, arg.parse().unwrap()),
+            "contrast" => adjust_contrast(&mut image, arg.parse().unwrap()),
+            "saturation" => adjust_saturation(&mut image, arg.parse().unwrap()),
             other => panic!("unknown op {other}"),
         }
         let diffs = image.pixels().iter().zip(&want.u8s).filter(|(a, b)| a != b).count();
         assert_eq!(diffs, 0, "{key}: {diffs} of {} bytes differ from torchvision", want.u8s.len());
         checked += 1;
     }
-    assert_eq!(checked, 8 * 18);
+    assert_eq!(checked, 9 * (18 + 4 * 7));
 }
 
 #[test]
