@@ -32,6 +32,7 @@ mod decode;
 mod error;
 mod eval_preprocessing;
 mod flip;
+mod geometry;
 mod gif;
 mod grayscale;
 mod image;
@@ -66,6 +67,7 @@ pub use decode::{
 pub use error::{Result, VisionError};
 pub use eval_preprocessing::EvalPreprocessing;
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
+pub use geometry::{affine, affine_nearest, inverse_affine_matrix, rotate};
 pub use grayscale::Grayscale;
 pub use image::Image;
 pub use image_folder::{ImageFolder, SplitFolders};

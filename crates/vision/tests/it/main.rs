@@ -10,6 +10,7 @@ mod contract;
 mod decode;
 mod erasing;
 mod folder;
+mod geometry;
 mod jpeg;
 mod parity;
 mod point_ops;
