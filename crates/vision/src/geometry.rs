@@ -13,7 +13,6 @@ pub(crate) fn radians(x: f64) -> f64 {
 }
 
 /// CPython's `math.degrees`: `x * (180 / pi)`.
-#[allow(dead_code)] // used by the policies
 pub(crate) fn degrees(x: f64) -> f64 {
     x * (180.0 / std::f64::consts::PI)
 }

@@ -23,6 +23,7 @@
 //! # Ok::<(), torchlight_vision::VisionError>(())
 //! ```
 
+mod auto_augment;
 mod bmp;
 mod center_crop;
 mod color_jitter;
@@ -53,6 +54,9 @@ mod to_tensor;
 pub mod torch_draws;
 mod transform;
 
+pub use auto_augment::{
+    apply_op, torch_linspace_f32, AugmentOp, RandAugment, TrivialAugmentWide, AUGMENT_OPS,
+};
 pub use center_crop::CenterCrop;
 pub use color_jitter::{
     adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, adjust_sharpness, ColorJitter,

@@ -14,6 +14,7 @@ mod geometry;
 mod jpeg;
 mod parity;
 mod point_ops;
+mod policies;
 mod preset;
 mod random;
 mod simd;
