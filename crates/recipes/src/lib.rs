@@ -26,8 +26,8 @@ pub mod synthetic;
 
 pub use card::ModelCard;
 pub use config::{
-    ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig, OptimConfig,
-    OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS,
+    AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig,
+    OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS,
 };
 pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
 pub use error::{RecipeError, Result};
