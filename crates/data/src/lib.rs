@@ -76,6 +76,7 @@ pub use subset::{class_counts, Subset};
 pub use tensor_collate::ArrayToTensor;
 #[cfg(feature = "tch")]
 pub use tensor_dataset::{TensorDataset, TensorSample};
+pub use torch_randperm::Mt19937 as TorchGenerator;
 pub use torchlight_base::seed::{self, rng_from_seed, Rng};
 pub use torchlight_base::{rand, Array, ArrayError, Buffer};
 #[cfg(feature = "tch")]

@@ -8,16 +8,21 @@ const N: usize = 624;
 /// MT19937 middle word offset.
 const M: usize = 397;
 
-/// `at::mt19937`: the 32-bit Mersenne Twister PyTorch's CPU generator wraps.
-pub(crate) struct Mt19937 {
+/// `at::mt19937`: the 32-bit Mersenne Twister PyTorch's CPU generator wraps, exported as
+/// [`crate::TorchGenerator`]. As a [`rand::RngCore`], `next_u32` is `CPUGeneratorImpl::random()`
+/// and `next_u64` its `random64()`, so code drawing through torch's rules (e.g. the vision
+/// crate's `torch_draws`) reproduces `torch.manual_seed(seed)`'s draws on the CPU.
+#[derive(Clone)]
+pub struct Mt19937 {
     state: [u32; N],
     index: usize,
 }
 
 impl Mt19937 {
-    /// `torch.Generator().manual_seed(seed)`: the state is initialised from the seed's low 32
-    /// bits, as `at::mt19937::init_with_uint32` does.
-    pub(crate) fn new(seed: u64) -> Self {
+    /// `torch.Generator().manual_seed(seed)` (and `torch.manual_seed(seed)` for the default CPU
+    /// generator): the state is initialised from the seed's low 32 bits, as
+    /// `at::mt19937::init_with_uint32` does.
+    pub fn new(seed: u64) -> Self {
         let mut state = [0u32; N];
         state[0] = seed as u32;
         for j in 1..N {
@@ -40,7 +45,7 @@ impl Mt19937 {
     }
 
     /// `CPUGeneratorImpl::random()`: the next 32-bit output.
-    pub(crate) fn next_u32(&mut self) -> u32 {
+    pub fn next_u32(&mut self) -> u32 {
         if self.index >= N {
             self.twist();
         }
@@ -53,10 +58,33 @@ impl Mt19937 {
     }
 
     /// `CPUGeneratorImpl::random64()`: two outputs, the first as the high half.
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let hi = u64::from(self.next_u32());
         let lo = u64::from(self.next_u32());
         (hi << 32) | lo
+    }
+}
+
+impl std::fmt::Debug for Mt19937 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TorchGenerator").field("index", &self.index).finish_non_exhaustive()
+    }
+}
+
+impl rand::RngCore for Mt19937 {
+    fn next_u32(&mut self) -> u32 {
+        Mt19937::next_u32(self)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        Mt19937::next_u64(self)
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        for chunk in dst.chunks_mut(4) {
+            let bytes = Mt19937::next_u32(self).to_le_bytes();
+            chunk.copy_from_slice(&bytes[..chunk.len()]);
+        }
     }
 }
 

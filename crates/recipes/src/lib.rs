@@ -26,8 +26,9 @@ pub mod synthetic;
 
 pub use card::ModelCard;
 pub use config::{
-    ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig, OptimConfig,
-    OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS, MAX_CLASSES, MAX_IMAGE_SIZE,
+    AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig,
+    OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS, MAX_CLASSES,
+    MAX_IMAGE_SIZE,
 };
 pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
 pub use error::{RecipeError, Result};

@@ -55,6 +55,45 @@ pub fn adjust_saturation(image: &mut Image, factor: f64) {
     }
 }
 
+/// `adjust_sharpness` on a PIL image (`ImageEnhance.Sharpness`): blends with the image
+/// smoothed by `ImageFilter.SMOOTH` (3x3 kernel `[1 1 1; 1 5 1; 1 1 1] / 13`, as `f32` weights,
+/// summed in `f32` from the row below to the row above as Pillow's `ImagingFilter3x3`, plus 0.5,
+/// truncated and clipped; the border pixels, and images under 3x3, kept as they are).
+pub fn adjust_sharpness(image: &mut Image, factor: f64) {
+    let (w, h, c) = (image.width(), image.height(), image.channels());
+    if w < 3 || h < 3 {
+        return;
+    }
+    let (edge, centre) = ((1.0f64 / 13.0) as f32, (5.0f64 / 13.0) as f32);
+    let src = image.pixels().to_vec();
+    let f = factor as f32;
+    let at = |x: usize, y: usize, ch: usize| src[(y * w + x) * c + ch] as f32;
+    let out = image.pixels_mut();
+    for y in 1..h - 1 {
+        for x in 1..w - 1 {
+            for ch in 0..c {
+                let row = |yy: usize, k1: f32| {
+                    at(x - 1, yy, ch) * edge + at(x, yy, ch) * k1 + at(x + 1, yy, ch) * edge
+                };
+                let mut ss = 0.5f32;
+                ss += row(y + 1, edge);
+                ss += row(y, centre);
+                ss += row(y - 1, edge);
+                let smooth = if ss <= 0.0 {
+                    0
+                } else if ss >= 255.0 {
+                    255
+                } else {
+                    ss as u8
+                };
+                let i = (y * w + x) * c + ch;
+                out[i] = blend(smooth, src[i], f);
+            }
+        }
+    }
+    // The border's degenerate pixel is the pixel itself, so the blend keeps it.
+}
+
 /// Pillow's `rgb2hsv` for one pixel (`u8` H, S, V).
 fn rgb_to_hsv(r: u8, g: u8, b: u8) -> [u8; 3] {
     let maxc = r.max(g).max(b);

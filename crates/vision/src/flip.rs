@@ -112,6 +112,17 @@ impl RandomVerticalFlip {
     }
 }
 
+impl RandomHorizontalFlip {
+    /// The flip of a `u8` image with torchvision's draw (`torch.rand(1) < p`) from any
+    /// generator: with a [`crate::TorchGenerator`], torchvision's choice for that seed.
+    pub fn apply_with<R: rand::RngCore + ?Sized>(&self, mut image: Image, rng: &mut R) -> Image {
+        if crate::torch_draws::bernoulli(rng, self.p) {
+            hflip(&mut image);
+        }
+        image
+    }
+}
+
 impl Transform for RandomHorizontalFlip {
     fn apply(&self, mut input: Sample, rng: &mut Rng) -> Result<Sample> {
         if self.draw(rng) {

@@ -23,6 +23,7 @@
 //! # Ok::<(), torchlight_vision::VisionError>(())
 //! ```
 
+mod auto_augment;
 mod bmp;
 mod center_crop;
 mod color_jitter;
@@ -32,6 +33,7 @@ mod decode;
 mod error;
 mod eval_preprocessing;
 mod flip;
+mod geometry;
 mod gif;
 mod grayscale;
 mod image;
@@ -41,16 +43,24 @@ mod libjpeg;
 mod mean_std;
 mod normalize;
 mod orientation;
+mod point_ops;
 mod random_crop;
+mod random_erasing;
 mod random_resized_crop;
 mod resample;
 mod resize;
 mod tiff;
 mod to_tensor;
+pub mod torch_draws;
 mod transform;
 
+pub use auto_augment::{
+    apply_op, torch_linspace_f32, AugmentOp, RandAugment, TrivialAugmentWide, AUGMENT_OPS,
+};
 pub use center_crop::CenterCrop;
-pub use color_jitter::{adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, ColorJitter};
+pub use color_jitter::{
+    adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, adjust_sharpness, ColorJitter,
+};
 pub use compose::Compose;
 pub use crop_decode::decode_bytes_crop;
 pub use decode::{
@@ -61,15 +71,19 @@ pub use decode::{
 pub use error::{Result, VisionError};
 pub use eval_preprocessing::EvalPreprocessing;
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
+pub use geometry::{affine, affine_nearest, inverse_affine_matrix, rotate};
 pub use grayscale::Grayscale;
 pub use image::Image;
 pub use image_folder::{ImageFolder, SplitFolders};
 pub use mean_std::{dataset_mean_std, MeanStd};
 pub use normalize::{Normalize, IMAGENET_MEAN, IMAGENET_STD};
+pub use point_ops::{autocontrast, equalize, invert, posterize, solarize};
 pub use random_crop::{pad, PaddingMode, RandomCrop};
+pub use random_erasing::{EraseValue, ErasingParams, RandomErasing};
 pub use random_resized_crop::{CropBox, RandomResizedCrop};
 pub use resize::{InterpolationMode, Resize, ResizeSize};
 pub use to_tensor::ToTensor;
+pub use torchlight_data::TorchGenerator;
 pub use transform::{LeadingCrop, Sample, TensorImage, Transform};
 
 /// The resampling kernels, exposed so tests can run each against the scalar reference; not a

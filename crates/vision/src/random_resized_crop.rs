@@ -97,7 +97,12 @@ impl RandomResizedCrop {
                 return CropBox { top, left, height: h, width: w };
             }
         }
-        // Fallback: a central crop, the whole image unless its ratio is outside the range.
+        self.fallback_box(height, width)
+    }
+
+    /// torchvision's fallback: a central crop, the whole image unless its ratio is outside the
+    /// range.
+    fn fallback_box(&self, height: usize, width: usize) -> CropBox {
         let in_ratio = width as f64 / height as f64;
         let (w, h) = if in_ratio < self.ratio.0 {
             (width, ((width as f64 / self.ratio.0).round_ties_even() as usize).min(height))
@@ -107,6 +112,33 @@ impl RandomResizedCrop {
             (width, height)
         };
         CropBox { top: (height - h) / 2, left: (width - w) / 2, height: h, width: w }
+    }
+
+    /// [`RandomResizedCrop::get_params`] with torchvision's generator calls from any generator
+    /// (`uniform_` in float32 with float32 log/exp of the ratio, `randint` for the position), so
+    /// a [`crate::TorchGenerator`] seeded as `torch.manual_seed(s)` draws torchvision's box.
+    /// [`Transform::apply`] keeps its own draws (`get_params`), which crop-box decoding repeats.
+    pub fn get_params_with<R: rand::RngCore + ?Sized>(
+        &self,
+        height: usize,
+        width: usize,
+        rng: &mut R,
+    ) -> CropBox {
+        use crate::torch_draws::{randint, uniform_f32};
+        let area = (height * width) as f64;
+        let (log_lo, log_hi) = ((self.ratio.0 as f32).ln(), (self.ratio.1 as f32).ln());
+        for _ in 0..10 {
+            let target_area = area * f64::from(uniform_f32(rng, self.scale.0, self.scale.1));
+            let aspect = f64::from(uniform_f32(rng, f64::from(log_lo), f64::from(log_hi)).exp());
+            let w = (target_area * aspect).sqrt().round_ties_even() as usize;
+            let h = (target_area / aspect).sqrt().round_ties_even() as usize;
+            if 0 < w && w <= width && 0 < h && h <= height {
+                let top = randint(rng, 0, (height - h + 1) as i64) as usize;
+                let left = randint(rng, 0, (width - w + 1) as i64) as usize;
+                return CropBox { top, left, height: h, width: w };
+            }
+        }
+        self.fallback_box(height, width)
     }
 
     /// Crops `image` to `crop` and resizes it to the output size.

@@ -53,6 +53,8 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.max_image_pixels",
     "data.exif_transpose",
     "data.ra_reps",
+    "data.auto_augment",
+    "data.random_erase",
     "model.name",
     "model.pretrained",
     "model.key_rewrite",
@@ -168,6 +170,25 @@ pub struct DataConfig {
     /// multiple of 256 images, which would empty an epoch of a small set). 1 (the default)
     /// draws each image once.
     pub ra_reps: usize,
+    /// torchvision's `--auto-augment`: `none` (the default), `ta_wide` (`TrivialAugmentWide()`)
+    /// or `ra` (`RandAugment()`), applied after the crop and flip as torchvision's preset does.
+    pub auto_augment: AutoAugmentKind,
+    /// torchvision's `--random-erase`: the probability of `RandomErasing` on the normalised
+    /// tensor, the last step. 0 (the default) leaves it out.
+    pub random_erase: f64,
+}
+
+/// The automatic augmentation policy of the train transform (`data.auto_augment`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AutoAugmentKind {
+    /// No policy.
+    #[default]
+    None,
+    /// `TrivialAugmentWide()`.
+    TaWide,
+    /// `RandAugment()` (2 ops at magnitude 9 of 31).
+    Ra,
 }
 
 /// How training samples are drawn (`data.sampler`).
@@ -235,6 +256,8 @@ impl Default for DataConfig {
             max_image_pixels: torchlight_vision::DEFAULT_MAX_IMAGE_PIXELS,
             exif_transpose: true,
             ra_reps: 1,
+            auto_augment: AutoAugmentKind::None,
+            random_erase: 0.0,
         }
     }
 }

@@ -75,6 +75,9 @@ impl TrainConfig {
                 "repeated augmentation draws its own order and cannot be combined with data.sampler = \"weighted\"",
             )?;
         }
+        if !(0.0..=1.0).contains(&d.random_erase) {
+            invalid("data.random_erase", d.random_erase, "is a probability, in [0, 1]")?;
+        }
         if !(d.min_crop_scale > 0.0 && d.min_crop_scale <= 1.0) {
             invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
         }

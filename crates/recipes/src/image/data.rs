@@ -1,7 +1,7 @@
 //! The recipe's data: torchvision's train/eval transforms, the ImageFolder splits (checked
 //! before training starts), and their loaders.
 
-use crate::config::{ClassWeights, ClassWeightsKind, SamplerKind, TrainConfig};
+use crate::config::{AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, SamplerKind, TrainConfig};
 use crate::error::{RecipeError, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,8 +11,9 @@ use torchlight_data::{
 };
 use torchlight_tensor::seed::derive_seed;
 use torchlight_vision::{
-    Compose, EvalPreprocessing, ImageFolder, Normalize, PixelCheck, RandomHorizontalFlip, RandomResizedCrop,
-    SplitFolders, ToTensor, VisionError, IMAGENET_MEAN, IMAGENET_STD,
+    Compose, EvalPreprocessing, ImageFolder, Normalize, PixelCheck, RandAugment, RandomErasing,
+    RandomHorizontalFlip, RandomResizedCrop, SplitFolders, ToTensor, TrivialAugmentWide, VisionError,
+    IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// An image split as the loaders see it.
@@ -28,6 +29,26 @@ pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
         .then(RandomHorizontalFlip::default())
         .then(ToTensor)
         .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+}
+
+/// The recipe's train transform for `data`, in torchvision's preset order: RandomResizedCrop
+/// (`data.min_crop_scale`), horizontal flip, the `data.auto_augment` policy, ToTensor, ImageNet
+/// normalisation, then `RandomErasing(data.random_erase)` when that is above 0. With the
+/// defaults (no policy, no erasing) it is [`train_transform`].
+pub fn train_transform_for(data: &DataConfig) -> Compose {
+    let mut t = Compose::default()
+        .then(RandomResizedCrop::new(data.image_size as usize).with_scale(data.min_crop_scale, 1.0))
+        .then(RandomHorizontalFlip::default());
+    t = match data.auto_augment {
+        AutoAugmentKind::None => t,
+        AutoAugmentKind::TaWide => t.then(TrivialAugmentWide::default()),
+        AutoAugmentKind::Ra => t.then(RandAugment::default()),
+    };
+    t = t.then(ToTensor).then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD));
+    if data.random_erase > 0.0 {
+        t = t.then(RandomErasing::new(data.random_erase));
+    }
+    t
 }
 
 /// The evaluation preprocessing of `config`: torchvision's classification preset at
@@ -69,7 +90,6 @@ fn all(folder: ImageFolder) -> Result<Split> {
 /// bad file stops the run before its first epoch (naming the files), not after it.
 pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
     let root = &config.data.root;
-    let size = config.data.image_size as usize;
     let pixels = config.data.pixel_limit();
     let exif = config.data.exif_transpose;
     let folders = SplitFolders::open(root)?.with_max_pixels(pixels).with_exif_transpose(exif);
@@ -108,7 +128,7 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
     let test = folders.test.map(|t| all(t.with_transform(eval.transform()))).transpose()?;
     let (train, val) = match folders.val {
         Some(val) => (
-            all(folders.train.with_transform(train_transform(size, config.data.min_crop_scale)))?,
+            all(folders.train.with_transform(train_transform_for(&config.data)))?,
             all(val.with_transform(eval.transform()))?,
         ),
         None => {
@@ -123,7 +143,7 @@ pub fn open_splits(config: &TrainConfig) -> Result<Splits> {
             let train = ImageFolder::new(&train_dir)?
                 .with_max_pixels(pixels)
                 .with_exif_transpose(exif)
-                .with_transform(train_transform(size, config.data.min_crop_scale));
+                .with_transform(train_transform_for(&config.data));
             let val = ImageFolder::new(&train_dir)?
                 .with_max_pixels(pixels)
                 .with_exif_transpose(exif)

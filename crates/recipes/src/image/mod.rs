@@ -8,8 +8,8 @@ mod evaluate;
 mod fit;
 
 pub use data::{
-    class_weights, eval_preprocessing, loader, open_splits, sharded_loader, train_transform, Loader, Split,
-    Splits,
+    class_weights, eval_preprocessing, loader, open_splits, sharded_loader, train_transform,
+    train_transform_for, Loader, Split, Splits,
 };
 pub use evaluate::evaluate;
 pub use fit::{fit, fit_distributed, resume, resume_distributed, RESUME_CHANGEABLE};

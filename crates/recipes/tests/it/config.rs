@@ -171,6 +171,9 @@ fn validate_names_the_invalid_field() {
         ("optim.layer_decay", "nan", "optim.layer_decay"),
         ("data.ra_reps", "0", "data.ra_reps"),
         ("data.ra_reps", "1000", "data.ra_reps"),
+        ("data.random_erase", "1.5", "data.random_erase"),
+        ("data.random_erase", "-0.1", "data.random_erase"),
+        ("data.random_erase", "nan", "data.random_erase"),
     ];
     for (key, value, field) in cases {
         assert_eq!(invalid_field(key, value), field, "{key} = {value}");
@@ -391,4 +394,61 @@ fn the_plateau_scheduler_reads_with_torchs_names_and_defaults_and_is_validated()
     }
     assert!(bad("scheduler.monitor", "\"val_f1\"").contains("val_loss, val_acc, val_top5"));
     assert!(bad("scheduler.mode", "\"lowest\"").contains("\"min\" or \"max\""));
+}
+
+/// `data.auto_augment` and `data.random_erase` compose torchvision's preset order (crop, flip,
+/// policy, ToTensor, Normalize, RandomErasing); the defaults leave the transform as it was.
+#[test]
+fn augmentation_keys_compose_torchvisions_preset_order() {
+    use torchlight_recipes::image::{train_transform, train_transform_for};
+    use torchlight_vision::{
+        Image, Normalize, RandAugment, RandomErasing, RandomHorizontalFlip, RandomResizedCrop, Sample,
+        ToTensor, TrivialAugmentWide,
+    };
+    let names = |c: &TrainConfig| -> Vec<String> {
+        train_transform_for(&c.data)
+            .transforms()
+            .iter()
+            .map(|t| {
+                let any = t.as_any();
+                if any.is::<RandomResizedCrop>() {
+                    "crop"
+                } else if any.is::<RandomHorizontalFlip>() {
+                    "flip"
+                } else if any.is::<TrivialAugmentWide>() {
+                    "ta_wide"
+                } else if any.is::<RandAugment>() {
+                    "ra"
+                } else if any.is::<ToTensor>() {
+                    "to_tensor"
+                } else if any.is::<Normalize>() {
+                    "normalize"
+                } else if any.is::<RandomErasing>() {
+                    "erase"
+                } else {
+                    "other"
+                }
+                .to_string()
+            })
+            .collect()
+    };
+    let mut c = TrainConfig::default();
+    assert_eq!(names(&c), ["crop", "flip", "to_tensor", "normalize"]);
+    // The default is today's transform, output for output.
+    let image = Image::new(37, 29, 3, (0..37 * 29 * 3).map(|v| (v * 7 % 251) as u8).collect());
+    let (old, new) = (train_transform(224, 0.08), train_transform_for(&c.data));
+    for seed in 0..8 {
+        use torchlight_vision::Transform;
+        let a = old.apply(Sample::Image(image.clone()), &mut torchlight_data::rng_from_seed(seed)).unwrap();
+        let b = new.apply(Sample::Image(image.clone()), &mut torchlight_data::rng_from_seed(seed)).unwrap();
+        assert_eq!(a, b, "seed {seed}");
+    }
+    c.set("data.auto_augment", "ta_wide").unwrap();
+    c.set("data.random_erase", "0.25").unwrap();
+    c.validate().unwrap();
+    assert_eq!(names(&c), ["crop", "flip", "ta_wide", "to_tensor", "normalize", "erase"]);
+    c.set("auto_augment", "ra").unwrap();
+    assert_eq!(names(&c), ["crop", "flip", "ra", "to_tensor", "normalize", "erase"]);
+    let err = c.set("data.auto_augment", "augmix").unwrap_err();
+    assert!(err.to_string().contains("data.auto_augment"), "{err}");
 }

@@ -12,8 +12,9 @@ use torchlight_base::seed::{rng_from_seed, Rng};
 use torchlight_data::Dataset;
 use torchlight_vision::{
     decode_file, hflip, CenterCrop, ColorJitter, Compose, CropBox, Grayscale, Image, ImageFolder,
-    LeadingCrop, Normalize, RandomCrop, RandomHorizontalFlip, RandomResizedCrop, RandomVerticalFlip, Resize,
-    Result, Sample, TensorImage, ToTensor, Transform, VisionError, IMAGENET_MEAN, IMAGENET_STD,
+    LeadingCrop, Normalize, RandAugment, RandomCrop, RandomErasing, RandomHorizontalFlip, RandomResizedCrop,
+    RandomVerticalFlip, Resize, Result, Sample, TensorImage, ToTensor, Transform, TrivialAugmentWide,
+    VisionError, IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// A user's crop: a square patch (side uniform in `1..=min(h, w)`, position uniform), then
@@ -213,6 +214,19 @@ fn built_ins() -> Vec<(&'static str, Box<dyn Transform>)> {
         ("RandomVerticalFlip", Box::new(RandomVerticalFlip::default())),
         ("ColorJitter", Box::new(ColorJitter::new(0.4, 0.4, 0.4, 0.1))),
         ("Grayscale(3)", Box::new(Grayscale::new(3))),
+        ("TrivialAugmentWide", Box::new(TrivialAugmentWide::default())),
+        ("RandAugment", Box::new(RandAugment::default())),
+        ("RandomErasing(1.0)", Box::new(RandomErasing::new(1.0))),
+        (
+            "Compose(RandomResizedCrop, flip, TrivialAugmentWide, ToTensor, Normalize, RandomErasing)",
+            Box::new(
+                rrc_flip()
+                    .then(TrivialAugmentWide::default())
+                    .then(ToTensor)
+                    .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+                    .then(RandomErasing::new(0.5)),
+            ),
+        ),
         ("ToTensor", Box::new(ToTensor)),
         ("Normalize", Box::new(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))),
         ("Compose()", Box::new(Compose::default())),
@@ -276,6 +290,7 @@ fn every_built_in_leading_crop_agrees_with_apply() {
             "CenterCrop(50x20)",
             "CenterCrop(160, pads)",
             "CenterCrop(1x300, pads width)",
+            "Compose(RandomResizedCrop, flip, TrivialAugmentWide, ToTensor, Normalize, RandomErasing)",
             "Compose(RandomResizedCrop, flip, ToTensor, Normalize)",
             "Compose(CenterCrop, flip)",
             "Compose(Compose(RandomResizedCrop, flip), ColorJitter)",
@@ -306,7 +321,7 @@ fn every_built_in_leading_crop_agrees_with_apply() {
             }
         }
     }
-    assert_eq!(checked, 9 * 5 * 16);
+    assert_eq!(checked, 10 * 5 * 16);
 }
 
 /// Every pair of built-in steps that fuses gives what the two steps give one after the other

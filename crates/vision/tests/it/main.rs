@@ -8,9 +8,13 @@
 mod color;
 mod contract;
 mod decode;
+mod erasing;
 mod folder;
+mod geometry;
 mod jpeg;
 mod parity;
+mod point_ops;
+mod policies;
 mod preset;
 mod random;
 mod simd;
