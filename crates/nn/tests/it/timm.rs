@@ -168,3 +168,22 @@ fn timm_folder_errors_name_the_file() {
     assert!(e.contains("encoder.pos_embedding"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A folder with `pytorch_model.bin` only (written by `torch.save` at test time,
+/// `make_timm_bin.py`) loads through the safe pickle reader and gives timm's logits.
+#[test]
+fn timm_folder_with_pytorch_model_bin_gives_timms_logits() {
+    let name = "deit_tiny_patch16_224";
+    let dir =
+        torchlight_testing::generated_fixture("crates/nn/tests/fixtures/timm/make_timm_bin.py", &[name])
+            .unwrap();
+    let folder = read_hub_folder(&dir).unwrap();
+    assert!(folder.weights.ends_with("pytorch_model.bin"), "{}", folder.weights.display());
+    let case = case(name);
+    let model = model_for(&case);
+    load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap();
+    let fx = load(fixture("timm/timm_logits.safetensors"));
+    let logits = tch::no_grad(|| model.forward_t(&fx[&format!("input.{name}")], false));
+    let diff = assert_close(name, &logits, &fx[&format!("logits.{name}")], 0.0, 1e-4);
+    eprintln!("{name} (pytorch_model.bin): max |logits - timm| = {diff:.2e}");
+}
