@@ -22,7 +22,8 @@ pub struct Args {
     #[arg(long)]
     model: Option<String>,
     /// Starting weights: a torchvision `.pth`, `.safetensors`, a PyTorch Lightning `.ckpt` or a
-    /// DDP-saved file (`module.` / `model.` prefixes are stripped); the head is replaced.
+    /// DDP-saved file (`module.` / `model.` prefixes are stripped), or a timm Hub model folder
+    /// (`config.json` + `model.safetensors` or `pytorch_model.bin`); the head is replaced.
     #[arg(long)]
     weights: Option<PathBuf>,
     /// Rewrite the weights' keys before matching, `FROM=TO` (repeatable; `backbone.=` strips

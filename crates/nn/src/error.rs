@@ -42,6 +42,15 @@ pub enum NnError {
         /// A key rewrite that would match most unexpected keys to missing ones, when one does.
         hint: Option<String>,
     },
+    /// A Hub model folder whose `config.json` is malformed or lacks a field, or that has no
+    /// weights file.
+    #[error("{}: {reason}", path.display())]
+    HubConfig {
+        /// The `config.json` (or the folder).
+        path: PathBuf,
+        /// What is wrong, naming the field or the files looked for.
+        reason: String,
+    },
     /// A key rewrite that cannot be read (`FROM=TO` expected).
     #[error("key rewrite `{spec}`: {reason}")]
     KeyRewrite {

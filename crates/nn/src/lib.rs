@@ -86,6 +86,7 @@ mod sequential;
 mod squeeze_excitation;
 mod state_dict;
 mod stochastic_depth;
+mod timm;
 mod var_store;
 mod vision_transformer;
 
@@ -146,6 +147,10 @@ pub use state_dict::{
 };
 pub use stochastic_depth::{StochasticDepth, StochasticDepthMode};
 pub use tch::nn::ModuleT;
+pub use timm::{
+    hub_weights_file, parse_hub_config, read_hub_folder, timm_layout, timm_to_torchvision, HubConfig,
+    HubFolder, PretrainedCfg, HUB_WEIGHT_FILES,
+};
 pub use var_store::VarStoreModule;
 pub use vision_transformer::{
     vit_b_16, vit_b_16_on, vit_s_16, vit_s_16_on, Encoder, EncoderBlock, VisionTransformer, VitConfig,

@@ -147,6 +147,16 @@ fn vit(name: &str, config: VitConfig, spec: ModelSpec, o: LayerOptions) -> Resul
     Ok(Box::new(VisionTransformer::new_on(config, spec.num_classes, o)))
 }
 
+/// A timm ViT/DeiT name (timm's weights load into it through
+/// [`timm_to_torchvision`](crate::timm_to_torchvision)), at the spec's image size.
+macro_rules! timm_vit {
+    ($name:literal, $config:ident) => {
+        Architecture::new($name, "heads.head.", |s, o| vit($name, VitConfig::$config(s.image_size), s, o))
+            .with_classifier(classifier_of::<VisionTransformer>)
+            .with_layer_groups(vit_layer_ids)
+    };
+}
+
 const BUILT_IN: &[Architecture] = &[
     fixed_size!("resnet18", "fc.", resnet18_on, ResNet, resnet_layer_ids),
     fixed_size!("resnet34", "fc.", resnet34_on, ResNet, resnet_layer_ids),
@@ -187,6 +197,12 @@ const BUILT_IN: &[Architecture] = &[
     Architecture::new("vit_s_16", "heads.head.", |s, o| vit("vit_s_16", VitConfig::s_16(s.image_size), s, o))
         .with_classifier(classifier_of::<VisionTransformer>)
         .with_layer_groups(vit_layer_ids),
+    timm_vit!("vit_tiny_patch16_224", ti_16),
+    timm_vit!("vit_small_patch16_224", s_16),
+    timm_vit!("vit_base_patch16_224", b_16),
+    timm_vit!("deit_tiny_patch16_224", ti_16),
+    timm_vit!("deit_small_patch16_224", s_16),
+    timm_vit!("deit_base_patch16_224", b_16),
 ];
 
 static REGISTERED: RwLock<Vec<Architecture>> = RwLock::new(Vec::new());

@@ -295,7 +295,9 @@ const LEGACY_TORCH_MAGIC: [u8; 4] = [0x80, 0x02, 0x8a, 0x0a];
 
 /// Reads a weights file: a PyTorch `.pth`/`.pt`/`.ckpt` zip archive (detected by its `PK`
 /// signature; a plain state_dict or a checkpoint holding one, see [`read_pth_checkpoint`]) or a
-/// safetensors file.
+/// safetensors file; or a Hugging Face Hub model folder, whose `model.safetensors` (else
+/// `pytorch_model.bin`) is read (see [`read_hub_folder`](crate::read_hub_folder) for its
+/// `config.json`).
 ///
 /// # Errors
 /// [`NnError::Io`] when the file cannot be read; [`NnError::Pth`] for a malformed archive, a
@@ -303,6 +305,9 @@ const LEGACY_TORCH_MAGIC: [u8; 4] = [0x80, 0x02, 0x8a, 0x0a];
 /// it); [`NnError::Safetensors`] for a malformed safetensors file.
 pub fn read_weights(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
+    if path.is_dir() {
+        return read_weights(crate::timm::hub_weights_file(path)?);
+    }
     let mut magic = [0u8; 4];
     {
         use std::io::Read;
@@ -492,9 +497,22 @@ pub fn write_safetensors(tensors: &[(String, Tensor)], path: impl AsRef<Path>) -
     })
 }
 
-/// Reads weights with [`read_weights`] and loads them with [`load_state_dict`].
+/// Reads weights with [`read_weights`] and loads them with [`load_state_dict`]. Weights in one
+/// of timm's key layouts (ViT, ConvNeXt; see [`timm_to_torchvision`](crate::timm_to_torchvision))
+/// are first mapped onto torchvision's, unless the model itself has timm's keys; the report's
+/// `rewrites` says so.
 pub fn load_weights(model: &dyn Module, path: impl AsRef<Path>, options: &LoadOptions) -> Result<LoadReport> {
-    load_state_dict(model, read_weights(path)?, options)
+    let weights = read_weights(path)?;
+    let model_keys = named_tensors(model);
+    let own_layout =
+        model_keys.iter().any(|(k, _, _)| k == "patch_embed.proj.weight" || k == "stem.0.weight");
+    let (weights, mapped) =
+        if own_layout { (weights, None) } else { crate::timm::timm_to_torchvision(weights) };
+    let mut report = load_state_dict(model, weights, options)?;
+    if let Some(line) = mapped {
+        report.rewrites.insert(0, line);
+    }
+    Ok(report)
 }
 
 /// Writes `model.state_dict()` as safetensors (CPU, contiguous), through a temporary file and a

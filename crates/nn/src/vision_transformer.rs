@@ -142,6 +142,12 @@ impl VitConfig {
         VitConfig { num_heads: 6, hidden_dim: 384, mlp_dim: 1536, ..Self::b_16(image_size) }
     }
 
+    /// ViT-Ti/16 (DeiT-Ti, timm's `vit_tiny_patch16`): 12 layers, 3 heads, width 192, MLP 768,
+    /// at `image_size`.
+    pub fn ti_16(image_size: i64) -> Self {
+        VitConfig { num_heads: 3, hidden_dim: 192, mlp_dim: 768, ..Self::b_16(image_size) }
+    }
+
     /// Patches per image plus the class token.
     pub fn seq_length(&self) -> i64 {
         (self.image_size / self.patch_size).pow(2) + 1

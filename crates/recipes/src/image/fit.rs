@@ -63,10 +63,11 @@ fn fit_on(
         // The OS's own words ("No such file or directory (os error 2)"), not a bare error kind.
         match std::fs::metadata(w) {
             Err(e) => return Err(RecipeError::io(w, e)),
+            Ok(m) if m.is_dir() => check_hub_folder(&config, w)?,
             Ok(m) if !m.is_file() => {
                 let e = std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
-                    "not a file (a .pth or .safetensors file)",
+                    "not a file (a .pth or .safetensors file) or a Hub model folder",
                 );
                 return Err(RecipeError::io(w, e));
             }
@@ -439,4 +440,24 @@ fn model_ema(config: &TrainConfig, world_size: usize) -> Result<ModelEma> {
         ModelEma::torchvision(decay, t.model_ema_steps)?.with_copy_epochs(config.optim.warmup_epochs as u64)
     };
     Ok(ema)
+}
+
+/// A Hub model folder as `model.pretrained`: its `config.json` reads, it has a weights file, and
+/// its `architecture` is the config's `model.name` (a mismatch would fail the load anyway, with
+/// a list of keys instead of the reason).
+fn check_hub_folder(config: &TrainConfig, dir: &std::path::Path) -> Result<()> {
+    let folder = torchlight_nn::read_hub_folder(dir)?;
+    if folder.config.architecture != config.model.name {
+        return Err(RecipeError::InvalidConfig {
+            field: "model.name".into(),
+            value: config.model.name.clone(),
+            reason: format!(
+                "the weights folder {} is a `{}` (its config.json's `architecture`); set model.name = \"{}\"",
+                dir.display(),
+                folder.config.architecture,
+                folder.config.architecture
+            ),
+        });
+    }
+    Ok(())
 }

@@ -477,3 +477,47 @@ fn the_plateau_scheduler_cuts_the_lr_on_the_monitored_metric() {
     let last = torchlight_checkpoint::Checkpoint::load(summary.run_dir.join("checkpoints/last")).unwrap();
     assert_eq!(last.meta.loop_state["plateau"]["last_epoch"], 3);
 }
+
+#[test]
+fn a_hub_model_folder_fine_tunes_as_weights_and_a_wrong_architecture_is_named() {
+    use torchlight_checkpoint::Checkpoint;
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [8, 8, 8]);
+    // A timm-style folder: config.json (as timm's save_for_hf writes it, trimmed) and weights
+    // with a 1000-class head, which the fine-tune replaces.
+    let hub = tmp.path().join("resnet18.a1_in1k");
+    std::fs::create_dir_all(&hub).unwrap();
+    let config_json = |arch: &str| {
+        format!(
+            r#"{{"architecture": "{arch}", "num_classes": 1000, "pretrained_cfg": {{"input_size": [3, 224, 224],
+            "interpolation": "bicubic", "crop_pct": 0.95, "crop_mode": "center",
+            "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}}}"#
+        )
+    };
+    std::fs::write(hub.join("config.json"), config_json("resnet18")).unwrap();
+    let pretrained = torchlight_nn::resnet18(1000);
+    torchlight_nn::save_safetensors(&pretrained, hub.join("model.safetensors")).unwrap();
+
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 1);
+    config.model.pretrained = Some(hub.clone());
+    config.model.freeze_epochs = 1;
+    config.model.freeze_bn = true;
+    config.train.batch_size = 4;
+    let summary = fit(config.clone(), &Progress::quiet()).unwrap();
+    let trained = Checkpoint::load(summary.run_dir.join("checkpoints/last")).unwrap();
+    let model = torchlight_nn::resnet18(3);
+    trained.restore_model(&model).unwrap();
+    let before: std::collections::HashMap<String, tch::Tensor> =
+        torchlight_nn::state_dict(&pretrained).into_iter().collect();
+    for (name, t) in torchlight_nn::state_dict(&model) {
+        if !name.starts_with("fc.") {
+            assert!(t.equal(&before[&name]), "{name}: the frozen backbone is the folder's");
+        }
+    }
+
+    // The folder says another architecture: refused before a run folder, naming both.
+    std::fs::write(hub.join("config.json"), config_json("vit_tiny_patch16_224")).unwrap();
+    let err = fit(config, &Progress::quiet()).unwrap_err().to_string();
+    assert!(err.contains("model.name") && err.contains("vit_tiny_patch16_224"), "{err}");
+}

@@ -1,0 +1,348 @@
+//! timm's weights: Hugging Face Hub model folders (`config.json` beside `model.safetensors` or
+//! `pytorch_model.bin`) and timm's `state_dict` key layouts mapped onto the torchvision-equivalent
+//! modules where the math is the same (timm 1.0.31).
+//!
+//! - ResNet (`resnet18`..`resnet152`): timm's keys are torchvision's; nothing to map.
+//! - ViT / DeiT (`vit_*_patch16_*`, `deit_*_patch16_*`, class token, no `fc_norm`): `cls_token`,
+//!   `pos_embed`, `patch_embed.proj`, `blocks.N.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1,
+//!   mlp.fc2}`, `norm`, `head` onto [`VisionTransformer`](crate::VisionTransformer)'s keys (timm's
+//!   packed `qkv` is PyTorch's `in_proj_weight`, same q, k, v order).
+//! - ConvNeXt (`convnext_*`): `stem.{0,1}`, `stages.S.downsample.{0,1}`,
+//!   `stages.S.blocks.M.{gamma, conv_dw, norm, mlp.fc1, mlp.fc2}`, `head.{norm, fc}` onto
+//!   [`ConvNeXt`](crate::ConvNeXt)'s `features.*` / `classifier.*`, `gamma` `[C]` reshaped to
+//!   torchvision's `layer_scale` `[C, 1, 1]`.
+//!
+//! Keys of neither layout's vocabulary are left as they are, so a strict load names them.
+
+use crate::error::{NnError, Result};
+use std::path::{Path, PathBuf};
+use tch::Tensor;
+
+/// The weight files of a Hub model folder, in the order they are preferred.
+pub const HUB_WEIGHT_FILES: &[&str] = &["model.safetensors", "pytorch_model.bin"];
+
+/// timm's preprocessing of a pretrained model (`pretrained_cfg`, or the older flat form of
+/// `config.json` that holds these fields at the top level).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PretrainedCfg {
+    /// `input_size`: channels, height, width.
+    pub input_size: Option<[i64; 3]>,
+    /// `interpolation`: `bilinear`, `bicubic`, ...
+    pub interpolation: Option<String>,
+    /// `crop_pct`: the centre crop's share of the resized side.
+    pub crop_pct: Option<f64>,
+    /// `crop_mode`: `center`, `squash`, `border`.
+    pub crop_mode: Option<String>,
+    /// `mean` per channel.
+    pub mean: Option<Vec<f64>>,
+    /// `std` per channel.
+    pub std: Option<Vec<f64>>,
+}
+
+/// What a Hub model folder's `config.json` says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubConfig {
+    /// timm's architecture name (`resnet50`; a tag after a dot, `resnet50.a1_in1k`, removed).
+    pub architecture: String,
+    /// The head's classes, when given.
+    pub num_classes: Option<i64>,
+    /// Its preprocessing, when given.
+    pub pretrained_cfg: Option<PretrainedCfg>,
+}
+
+/// A Hub-style model folder: its config and the weights file chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubFolder {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Its `config.json`.
+    pub config: HubConfig,
+    /// `model.safetensors` when present, else `pytorch_model.bin`.
+    pub weights: PathBuf,
+}
+
+fn config_error(path: &Path, reason: String) -> NnError {
+    NnError::HubConfig { path: path.to_path_buf(), reason }
+}
+
+/// The weights file of the Hub folder `dir`: `model.safetensors`, else `pytorch_model.bin`.
+///
+/// # Errors
+/// [`NnError::HubConfig`] naming the folder and the files looked for.
+pub fn hub_weights_file(dir: &Path) -> Result<PathBuf> {
+    HUB_WEIGHT_FILES.iter().map(|f| dir.join(f)).find(|p| p.is_file()).ok_or_else(|| {
+        config_error(
+            dir,
+            format!("a model folder needs one of {} and has neither", HUB_WEIGHT_FILES.join(" or ")),
+        )
+    })
+}
+
+/// Reads the Hub folder `dir`: `config.json` and the weights file [`hub_weights_file`] picks.
+///
+/// # Errors
+/// [`NnError::Io`] for an unreadable `config.json`, [`NnError::HubConfig`] naming the file and
+/// the field that is missing or of the wrong type, or the weights file that is absent.
+pub fn read_hub_folder(dir: impl AsRef<Path>) -> Result<HubFolder> {
+    let dir = dir.as_ref();
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|error| NnError::Io { path: path.clone(), error })?;
+    let config = parse_hub_config(&path, &text)?;
+    Ok(HubFolder { dir: dir.to_path_buf(), config, weights: hub_weights_file(dir)? })
+}
+
+/// Parses the text of a Hub `config.json` (`path` names it in errors).
+///
+/// # Errors
+/// [`NnError::HubConfig`] naming the field.
+pub fn parse_hub_config(path: &Path, text: &str) -> Result<HubConfig> {
+    use serde_json::Value;
+    let root: Value =
+        serde_json::from_str(text).map_err(|e| config_error(path, format!("not valid JSON: {e}")))?;
+    let obj = root.as_object().ok_or_else(|| config_error(path, "not a JSON object".into()))?;
+    let architecture = match obj.get("architecture") {
+        Some(Value::String(s)) => s.split('.').next().unwrap_or(s).to_string(),
+        Some(other) => return Err(config_error(path, format!("`architecture` is {other}, not a string"))),
+        None if obj.contains_key("architectures") => {
+            return Err(config_error(
+                path,
+                "has `architectures` (a Hugging Face transformers folder), not timm's `architecture`; \
+                 only timm folders are read"
+                    .into(),
+            ))
+        }
+        None => return Err(config_error(path, "has no `architecture` field".into())),
+    };
+    let num_classes =
+        match obj.get("num_classes") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_i64().filter(|n| *n > 0).ok_or_else(|| {
+                config_error(path, format!("`num_classes` is {v}, not a positive integer"))
+            })?),
+        };
+    let pretrained_cfg = match obj.get("pretrained_cfg") {
+        Some(Value::Object(cfg)) => Some(parse_pretrained_cfg(path, "pretrained_cfg.", cfg)?),
+        Some(Value::Null) => None,
+        Some(other) => return Err(config_error(path, format!("`pretrained_cfg` is {other}, not an object"))),
+        // The older flat form: the preprocessing fields beside `architecture`.
+        None if ["input_size", "interpolation", "crop_pct", "mean", "std"]
+            .iter()
+            .any(|k| obj.contains_key(*k)) =>
+        {
+            Some(parse_pretrained_cfg(path, "", obj)?)
+        }
+        None => None,
+    };
+    Ok(HubConfig { architecture, num_classes, pretrained_cfg })
+}
+
+fn parse_pretrained_cfg(
+    path: &Path,
+    prefix: &str,
+    cfg: &serde_json::Map<String, serde_json::Value>,
+) -> Result<PretrainedCfg> {
+    use serde_json::Value;
+    let bad = |field: &str, want: &str, v: &Value| {
+        config_error(path, format!("`{prefix}{field}` is {v}, not {want}"))
+    };
+    let get = |k: &str| cfg.get(k).filter(|v| !v.is_null());
+    let string = |k: &str| -> Result<Option<String>> {
+        get(k).map(|v| v.as_str().map(str::to_string).ok_or_else(|| bad(k, "a string", v))).transpose()
+    };
+    let floats = |k: &str, n: usize| -> Result<Option<Vec<f64>>> {
+        get(k)
+            .map(|v| {
+                let list = v
+                    .as_array()
+                    .filter(|a| a.len() == n)
+                    .ok_or_else(|| bad(k, &format!("a list of {n} numbers"), v))?;
+                list.iter()
+                    .map(|x| x.as_f64().ok_or_else(|| bad(k, &format!("a list of {n} numbers"), v)))
+                    .collect()
+            })
+            .transpose()
+    };
+    let input_size = get("input_size")
+        .map(|v| -> Result<[i64; 3]> {
+            let want = "a list of 3 positive integers";
+            let list = v.as_array().filter(|a| a.len() == 3).ok_or_else(|| bad("input_size", want, v))?;
+            let mut out = [0i64; 3];
+            for (o, x) in out.iter_mut().zip(list) {
+                *o = x.as_i64().filter(|n| *n > 0).ok_or_else(|| bad("input_size", want, v))?;
+            }
+            Ok(out)
+        })
+        .transpose()?;
+    let crop_pct = get("crop_pct")
+        .map(|v| {
+            v.as_f64()
+                .filter(|p| *p > 0.0 && *p <= 1.0)
+                .ok_or_else(|| bad("crop_pct", "a number in (0, 1]", v))
+        })
+        .transpose()?;
+    Ok(PretrainedCfg {
+        input_size,
+        interpolation: string("interpolation")?,
+        crop_pct,
+        crop_mode: string("crop_mode")?,
+        mean: floats("mean", 3)?,
+        std: floats("std", 3)?,
+    })
+}
+
+/// Which timm layout `weights` are in, by their keys: `Some("ViT")`, `Some("ConvNeXt")`, or
+/// `None` (torchvision's layout, which timm's ResNets share).
+pub fn timm_layout(weights: &[(String, Tensor)]) -> Option<&'static str> {
+    let has = |k: &str| weights.iter().any(|(key, _)| key == k);
+    if has("patch_embed.proj.weight") && has("cls_token") {
+        Some("ViT")
+    } else if has("stem.0.weight") && weights.iter().any(|(k, _)| k.starts_with("stages.")) {
+        Some("ConvNeXt")
+    } else {
+        None
+    }
+}
+
+/// `weights` in torchvision's layout when they are in a timm layout ([`timm_layout`]), with a
+/// line for the load report saying so (`timm ViT layout -> torchvision (152 keys)`); unchanged
+/// and `None` otherwise.
+pub fn timm_to_torchvision(weights: Vec<(String, Tensor)>) -> (Vec<(String, Tensor)>, Option<String>) {
+    let Some(layout) = timm_layout(&weights) else { return (weights, None) };
+    let n = weights.len();
+    let mapped = weights
+        .into_iter()
+        .map(|(k, t)| match layout {
+            "ViT" => (vit_key(&k).unwrap_or(k), t),
+            _ => convnext_entry(k, t),
+        })
+        .collect();
+    (mapped, Some(format!("timm {layout} layout -> torchvision ({n} keys)")))
+}
+
+fn vit_key(k: &str) -> Option<String> {
+    let fixed = match k {
+        "cls_token" => Some("class_token"),
+        "pos_embed" => Some("encoder.pos_embedding"),
+        "patch_embed.proj.weight" => Some("conv_proj.weight"),
+        "patch_embed.proj.bias" => Some("conv_proj.bias"),
+        "norm.weight" => Some("encoder.ln.weight"),
+        "norm.bias" => Some("encoder.ln.bias"),
+        "head.weight" => Some("heads.head.weight"),
+        "head.bias" => Some("heads.head.bias"),
+        _ => None,
+    };
+    if let Some(f) = fixed {
+        return Some(f.to_string());
+    }
+    let rest = k.strip_prefix("blocks.")?;
+    let (n, inner) = rest.split_once('.')?;
+    n.parse::<usize>().ok()?;
+    let inner = match inner {
+        "attn.qkv.weight" => "self_attention.in_proj_weight".to_string(),
+        "attn.qkv.bias" => "self_attention.in_proj_bias".to_string(),
+        _ => {
+            let (module, leaf) = inner.rsplit_once('.')?;
+            let module = match module {
+                "norm1" => "ln_1",
+                "norm2" => "ln_2",
+                "attn.proj" => "self_attention.out_proj",
+                "mlp.fc1" => "mlp.0",
+                "mlp.fc2" => "mlp.3",
+                _ => return None,
+            };
+            format!("{module}.{leaf}")
+        }
+    };
+    Some(format!("encoder.layers.encoder_layer_{n}.{inner}"))
+}
+
+fn convnext_entry(k: String, t: Tensor) -> (String, Tensor) {
+    match convnext_key(&k) {
+        Some(new) if k.ends_with(".gamma") && t.dim() == 1 => {
+            let c = t.size()[0];
+            (new, t.reshape([c, 1, 1]))
+        }
+        Some(new) => (new, t),
+        None => (k, t),
+    }
+}
+
+fn convnext_key(k: &str) -> Option<String> {
+    if let Some(rest) = k.strip_prefix("stem.") {
+        let (i, leaf) = rest.split_once('.')?;
+        return matches!(i, "0" | "1").then(|| format!("features.0.{i}.{leaf}"));
+    }
+    if let Some(rest) = k.strip_prefix("head.") {
+        let (module, leaf) = rest.split_once('.')?;
+        let i = match module {
+            "norm" => 0,
+            "fc" => 2,
+            _ => return None,
+        };
+        return Some(format!("classifier.{i}.{leaf}"));
+    }
+    let rest = k.strip_prefix("stages.")?;
+    let (s, rest) = rest.split_once('.')?;
+    let s: usize = s.parse().ok()?;
+    if let Some(rest) = rest.strip_prefix("downsample.") {
+        let (i, leaf) = rest.split_once('.')?;
+        return (s > 0 && matches!(i, "0" | "1")).then(|| format!("features.{}.{i}.{leaf}", 2 * s));
+    }
+    let rest = rest.strip_prefix("blocks.")?;
+    let (m, inner) = rest.split_once('.')?;
+    m.parse::<usize>().ok()?;
+    let inner = if inner == "gamma" {
+        "layer_scale".to_string()
+    } else {
+        let (module, leaf) = inner.rsplit_once('.')?;
+        let i = match module {
+            "conv_dw" => 0,
+            "norm" => 2,
+            "mlp.fc1" => 3,
+            "mlp.fc2" => 5,
+            _ => return None,
+        };
+        format!("block.{i}.{leaf}")
+    };
+    Some(format!("features.{}.{m}.{inner}", 2 * s + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_onto_torchvision() {
+        assert_eq!(
+            vit_key("blocks.11.attn.qkv.bias").unwrap(),
+            "encoder.layers.encoder_layer_11.self_attention.in_proj_bias"
+        );
+        assert_eq!(
+            vit_key("blocks.0.mlp.fc2.weight").unwrap(),
+            "encoder.layers.encoder_layer_0.mlp.3.weight"
+        );
+        assert_eq!(vit_key("fc_norm.weight"), None);
+        assert_eq!(convnext_key("stages.2.downsample.1.weight").unwrap(), "features.4.1.weight");
+        assert_eq!(convnext_key("stages.3.blocks.2.gamma").unwrap(), "features.7.2.layer_scale");
+        assert_eq!(convnext_key("stages.0.downsample.0.weight"), None);
+        assert_eq!(convnext_key("head.fc.bias").unwrap(), "classifier.2.bias");
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let p = Path::new("m/config.json");
+        let e = parse_hub_config(p, r#"{"num_classes": 3}"#).unwrap_err().to_string();
+        assert!(e.contains("m/config.json") && e.contains("`architecture`"), "{e}");
+        let e = parse_hub_config(p, r#"{"architecture": "resnet18", "pretrained_cfg": {"crop_pct": 2}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`pretrained_cfg.crop_pct` is 2"), "{e}");
+        let flat = parse_hub_config(
+            p,
+            r#"{"architecture": "resnet18.a1_in1k", "crop_pct": 0.95, "mean": [0.5, 0.5, 0.5]}"#,
+        )
+        .unwrap();
+        assert_eq!(flat.architecture, "resnet18");
+        assert_eq!(flat.pretrained_cfg.unwrap().crop_pct, Some(0.95));
+    }
+}

@@ -1,0 +1,189 @@
+//! timm 1.0.31's models in Hub folders: `tests/fixtures/timm/make_timm.py` (run by hand with timm)
+//! records each model's `state_dict` keys and shapes, the `config.json` timm's `save_for_hf`
+//! writes, an input and timm's eval logits for weights from a formula both sides compute with
+//! the same libtorch op. Here the weights are rebuilt, written as `model.safetensors` beside
+//! that `config.json`, and the folder loads strictly, through the timm key mapping, into the
+//! registry's architecture of the same name, which gives timm's logits.
+
+use crate::{assert_close, fixture, load};
+use serde_json::Value;
+use std::path::PathBuf;
+use tch::{Kind, Tensor};
+use torchlight_nn::*;
+
+/// What `formula_weights` in make_timm.py computes for key number `index`.
+fn formula_tensor(index: usize, key: &str, shape: &[i64], dtype: &str) -> Tensor {
+    let n: i64 = shape.iter().product();
+    if key.ends_with("num_batches_tracked") {
+        assert_eq!(dtype, "torch.int64");
+        return Tensor::zeros(shape, (Kind::Int64, tch::Device::Cpu));
+    }
+    let base = (Tensor::arange(n, (Kind::Double, tch::Device::Cpu)) * 2.399963 + 0.7 * index as f64).sin();
+    let v = if key.ends_with("running_var") {
+        base * 0.5 + 1.0
+    } else if key.ends_with("running_mean") {
+        base * 0.1
+    } else if shape.len() >= 2 {
+        base / ((n / shape[0]) as f64).sqrt()
+    } else if key.ends_with("weight") || key.ends_with("gamma") {
+        base * 0.2 + 1.0
+    } else {
+        base * 0.1
+    };
+    assert_eq!(dtype, "torch.float32", "{key}");
+    v.to_kind(Kind::Float).reshape(shape)
+}
+
+fn cases() -> Vec<Value> {
+    let text = std::fs::read_to_string(fixture("timm/timm.json")).unwrap();
+    let root: Value = serde_json::from_str(&text).unwrap();
+    root["cases"].as_array().unwrap().clone()
+}
+
+fn case(name: &str) -> Value {
+    cases().into_iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no case {name}"))
+}
+
+fn timm_weights(case: &Value) -> Vec<(String, Tensor)> {
+    case["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let key = k[0].as_str().unwrap();
+            let shape: Vec<i64> = k[1].as_array().unwrap().iter().map(|d| d.as_i64().unwrap()).collect();
+            (key.to_string(), formula_tensor(i, key, &shape, k[2].as_str().unwrap()))
+        })
+        .collect()
+}
+
+/// A fresh folder under the temp dir for `what`.
+fn scratch(what: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("torchlight-timm-{}-{what}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A Hub folder holding `weights` as `model.safetensors` and the case's `config.json`.
+fn hub_folder(case: &Value, weights: &[(String, Tensor)], what: &str) -> PathBuf {
+    let dir = scratch(what);
+    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&case["config"]).unwrap()).unwrap();
+    write_safetensors(weights, dir.join("model.safetensors")).unwrap();
+    dir
+}
+
+fn model_for(case: &Value) -> Box<dyn Module> {
+    let arch = architecture(case["name"].as_str().unwrap()).expect("a registered timm name");
+    let spec = ModelSpec::new(10, case["image_size"].as_i64().unwrap());
+    arch.build(spec, LayerOptions::default().skip_init()).unwrap()
+}
+
+/// The case's folder loads strictly, every timm key used, and gives timm's logits (1e-4).
+fn check_case(name: &str) -> f64 {
+    let case = case(name);
+    let weights = timm_weights(&case);
+    let dir = hub_folder(&case, &weights, name);
+    let folder = read_hub_folder(&dir).unwrap();
+    assert_eq!(folder.config.architecture, case["architecture"].as_str().unwrap());
+    assert_eq!(folder.config.num_classes, Some(10));
+    assert!(folder.weights.ends_with("model.safetensors"));
+    let model = model_for(&case);
+    let report = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap();
+    assert_eq!(report.loaded.len(), weights.len(), "{name}: every timm key is used");
+    assert!(report.missing.is_empty() && report.unexpected.is_empty());
+    let fx = load(fixture("timm/timm_logits.safetensors"));
+    let logits = tch::no_grad(|| model.forward_t(&fx[&format!("input.{name}")], false));
+    let diff = assert_close(name, &logits, &fx[&format!("logits.{name}")], 0.0, 1e-4);
+    eprintln!("{name}: max |logits - timm| = {diff:.2e}");
+    let _ = std::fs::remove_dir_all(&dir);
+    diff
+}
+
+#[test]
+fn timm_resnet18_folder_gives_timms_logits() {
+    check_case("resnet18");
+}
+
+#[test]
+fn timm_resnet50_folder_gives_timms_logits() {
+    check_case("resnet50");
+}
+
+#[test]
+fn timm_vit_tiny_folder_gives_timms_logits() {
+    check_case("vit_tiny_patch16_224");
+}
+
+#[test]
+fn timm_deit_tiny_folder_gives_timms_logits() {
+    check_case("deit_tiny_patch16_224");
+}
+
+#[test]
+fn timm_convnext_tiny_folder_gives_timms_logits() {
+    check_case("convnext_tiny");
+}
+
+#[test]
+fn timm_config_json_reads_timms_fields() {
+    let case = case("resnet18");
+    let dir = hub_folder(&case, &[], "config");
+    let folder = read_hub_folder(&dir).unwrap();
+    let cfg = folder.config.pretrained_cfg.unwrap();
+    assert_eq!(cfg.input_size, Some([3, 224, 224]));
+    assert_eq!(cfg.interpolation.as_deref(), Some("bicubic"));
+    assert_eq!(cfg.crop_pct, Some(0.95));
+    assert_eq!(cfg.crop_mode.as_deref(), Some("center"));
+    assert_eq!(cfg.mean, Some(vec![0.485, 0.456, 0.406]));
+    assert_eq!(cfg.std, Some(vec![0.229, 0.224, 0.225]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn timm_folder_errors_name_the_file() {
+    let case = case("vit_tiny_patch16_224");
+    let mut weights = timm_weights(&case);
+    // No weights file: both names in the error.
+    let dir = hub_folder(&case, &weights, "errors");
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
+    let e = read_weights(&dir).unwrap_err().to_string();
+    assert!(e.contains("model.safetensors") && e.contains("pytorch_model.bin"), "{e}");
+    // No config.json.
+    let e = read_hub_folder(scratch("empty")).unwrap_err().to_string();
+    assert!(e.contains("config.json"), "{e}");
+    // A timm key outside the mapping (fc_norm, of a pooled ViT) is named by the strict load.
+    weights.push(("fc_norm.weight".to_string(), Tensor::ones([192], (Kind::Float, tch::Device::Cpu))));
+    write_safetensors(&weights, dir.join("model.safetensors")).unwrap();
+    let model = model_for(&case);
+    let e = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap_err().to_string();
+    assert!(e.contains("fc_norm.weight"), "{e}");
+    // A shape that differs (a 224-pixel position embedding into a 64-pixel model) is named.
+    weights.pop();
+    let pos = weights.iter_mut().find(|(k, _)| k == "pos_embed").unwrap();
+    pos.1 = Tensor::zeros([1, 197, 192], (Kind::Float, tch::Device::Cpu));
+    write_safetensors(&weights, dir.join("model.safetensors")).unwrap();
+    let e = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap_err().to_string();
+    assert!(e.contains("encoder.pos_embedding"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A folder with `pytorch_model.bin` only (written by `torch.save` at test time,
+/// `make_timm_bin.py`) loads through the safe pickle reader and gives timm's logits.
+#[test]
+fn timm_folder_with_pytorch_model_bin_gives_timms_logits() {
+    let name = "deit_tiny_patch16_224";
+    let dir =
+        torchlight_testing::generated_fixture("crates/nn/tests/fixtures/timm/make_timm_bin.py", &[name])
+            .unwrap();
+    let folder = read_hub_folder(&dir).unwrap();
+    assert!(folder.weights.ends_with("pytorch_model.bin"), "{}", folder.weights.display());
+    let case = case(name);
+    let model = model_for(&case);
+    load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap();
+    let fx = load(fixture("timm/timm_logits.safetensors"));
+    let logits = tch::no_grad(|| model.forward_t(&fx[&format!("input.{name}")], false));
+    let diff = assert_close(name, &logits, &fx[&format!("logits.{name}")], 0.0, 1e-4);
+    eprintln!("{name} (pytorch_model.bin): max |logits - timm| = {diff:.2e}");
+}
