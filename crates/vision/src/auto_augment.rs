@@ -183,7 +183,8 @@ pub fn apply_op(image: Image, op: AugmentOp, magnitude: f64, fill: &[u8]) -> Res
 /// (`randint(bins)`), then for signed ops a sign (`randint(2)`), as torchvision draws them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrivialAugmentWide {
-    bins: usize,
+    /// The ops and their magnitudes for the bin count, built once (they depend on nothing else).
+    space: Space,
     fill: Vec<u8>,
 }
 
@@ -200,7 +201,7 @@ impl TrivialAugmentWide {
     /// If `num_magnitude_bins < 2`.
     pub fn new(num_magnitude_bins: usize) -> Self {
         assert!(num_magnitude_bins >= 2, "TrivialAugmentWide needs at least 2 magnitude bins");
-        TrivialAugmentWide { bins: num_magnitude_bins, fill: vec![] }
+        TrivialAugmentWide { space: wide_space(num_magnitude_bins), fill: vec![] }
     }
 
     /// The fill of the geometric ops: one value, or one per channel (torchvision's `fill`); a
@@ -216,7 +217,7 @@ impl TrivialAugmentWide {
     /// # Errors
     /// As [`apply_op`].
     pub fn apply_with<R: RngCore + ?Sized>(&self, image: Image, rng: &mut R) -> Result<Image> {
-        let space = wide_space(self.bins);
+        let space = &self.space;
         let (op, magnitudes, signed) = &space.ops[randint(rng, 0, space.ops.len() as i64) as usize];
         let mut magnitude = if magnitudes.is_empty() {
             0.0
