@@ -2,14 +2,17 @@
 //! pretrained backbone with a new 3-class head, the backbone frozen for the first epoch and
 //! trained at a lower learning rate after, torchvision's transforms, a run folder.
 //!
-//! `cargo run --example finetune_pth -- resnet18.pth [IMAGE_FOLDER]`
+//! `cargo run --example finetune_pth -- [resnet18.pth [IMAGE_FOLDER]]`
 //!
 //! The `.pth` is what `torch.save(torchvision.models.resnet18(weights="DEFAULT").state_dict(),
 //! "resnet18.pth")` writes; it is read by Torchlight's safe reader (no pickle code runs). Without
-//! an image folder, a small synthetic one is generated.
+//! one, the program writes a randomly initialised ResNet-18 in that format (`save_pth`) and
+//! fine-tunes that, as a download-free demonstration; without an image folder, a small
+//! synthetic one is generated.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use torchlight::nn::save_pth;
 use torchlight::prelude::*;
 use torchlight::recipes::image::train_transform;
 use torchlight::recipes::synthetic::{write_image_folder, Shape, SyntheticSpec};
@@ -18,15 +21,20 @@ use torchlight::vision::{EvalPreprocessing, SplitFolders};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let Some(weights) = args.next().map(PathBuf::from) else {
-        eprintln!(
-            "usage: cargo run --example finetune_pth -- RESNET18.pth [IMAGE_FOLDER]\n\
-             make the .pth with: python -c \"import torch, torchvision; \
-             torch.save(torchvision.models.resnet18(weights='DEFAULT').state_dict(), 'resnet18.pth')\""
-        );
-        std::process::exit(2);
-    };
     let work = std::env::temp_dir().join("tl-finetune-pth");
+    let weights = match args.next() {
+        Some(path) => PathBuf::from(path),
+        None => {
+            // No download: a randomly initialised ResNet-18 written as torch.save writes it, so
+            // the program shows the whole path; pass a real torchvision .pth to fine-tune one.
+            std::fs::create_dir_all(&work)?;
+            let path = work.join("resnet18-random.pth");
+            seed_everything(0);
+            save_pth(&resnet18(1000), &path)?;
+            println!("no .pth given: wrote a randomly initialised ResNet-18 to {}", path.display());
+            path
+        }
+    };
     let data = match args.next() {
         Some(folder) => PathBuf::from(folder),
         None => {

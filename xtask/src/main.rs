@@ -12,6 +12,7 @@ mod examples;
 mod gpukit;
 mod libjpeg;
 mod libtorch;
+mod packaging;
 mod pyref;
 mod standalone;
 
@@ -32,6 +33,8 @@ commands:
                           gloo's headers for torchlight-distributed (Debian's libgloo-dev)
                           and, with the CUDA libtorch, CUDA's crt/cccl headers for NCCL
   test [--cuda] [--no-distributed] [ARGS..]
+                          check every publishable crate's `cargo package` metadata
+                          (description, license, repository, readme, keywords, categories),
                           setup (with --distributed), then run every test of the workspace
                           (unit, integration, doc), the CLI with its `distributed` feature
                           (`train --nproc`); --no-distributed leaves torchlight-distributed
@@ -43,7 +46,8 @@ commands:
                           examples and check the crates as dependencies: vision and data
                           without libtorch, the facade's features, and a project outside the
                           workspace
-  crates                  setup, then only those crates-as-dependencies checks
+  crates                  the metadata check, setup, then only those crates-as-dependencies
+                          checks
   train-demo              install libtorch (not the reference PyTorch, which only tests use),
                           then the seed workflow end to end on a synthetic image set:
                           pre-train, fine-tune, evaluate, export, predict (a few minutes)
@@ -119,6 +123,7 @@ fn run() -> Result<()> {
         }
         "test" => test(cuda, !flags.iter().any(|f| f == "--no-distributed"), passthrough),
         "crates" => {
+            packaging::check(&workspace_root(), cargo)?;
             setup(cuda)?;
             let root = workspace_root();
             standalone::check(&root, &target_dir(&root), cargo)
@@ -233,6 +238,7 @@ fn fuzz(options: &[String]) -> Result<()> {
 
 fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
     let root = workspace_root();
+    packaging::check(&root, cargo)?;
     let installed = setup(cuda)?;
     let mut args: Vec<String> = vec!["test".into(), "--workspace".into()];
     // Without gloo's headers (no apt-get, no libgloo-dev) the rest of the workspace is still

@@ -11,7 +11,9 @@
 //! 3. another project: a throwaway crate under the system temp dir, outside this workspace and
 //!    its `.cargo/config.toml`, set up with nothing but the documented steps (`torchlight-setup`
 //!    in the project, `torchlight-build` in its build script), depending on the crates by
-//!    path and version as a published crate would, builds, runs a forward pass and its test;
+//!    path and version as a published crate would, builds, runs and passes its tests: a
+//!    dataset of its own in-memory tensors (`HostTensor`, drawing from the sample's `Rng`)
+//!    through a DataLoader into a hand-written training loop (SGD) that must learn;
 //! 4. the same project before set-up: with `LIBTORCH` naming no libtorch, the build stops in
 //!    one line saying what to run, before torch-sys's C++ build starts;
 //! 5. the loop without the recipes: `torchlight-train`, and the facade with its `train` feature
@@ -131,32 +133,95 @@ fn facade_features(root: &Path, cargo: fn() -> Command) -> Result<()> {
     Ok(())
 }
 
-const EXTERNAL_MAIN: &str = r#"//! A user's program: Torchlight as a dependency, a forward pass, a batch from a DataLoader.
+const EXTERNAL_MAIN: &str = r#"//! A user's program: Torchlight as a dependency, a dataset of its own tensors, its own loop.
 use torchlight::prelude::*;
+
+/// Points `[N, 4]` and labels `[N]` kept in memory, each point jittered by the sample's own
+/// generator. A dataset cannot hold `Tensor`s (they are not `Sync`): it holds `HostTensor`s.
+struct Jittered {
+    x: HostTensor,
+    y: HostTensor,
+}
+
+impl Dataset for Jittered {
+    type Item = (Tensor, Tensor);
+
+    fn len(&self) -> usize {
+        self.x.rows()
+    }
+
+    fn get(&self, index: usize, rng: &mut Rng) -> Result<(Tensor, Tensor), DataError> {
+        let jitter = rng.random_range(-0.05..0.05);
+        Ok((self.x.row(index)? + jitter, self.y.row(index)?))
+    }
+}
 
 fn model() -> Sequential {
     Sequential::new().add(Linear::new(4, 8, true)).add(ReLU).add(Linear::new(8, 3, true))
 }
 
+/// Three classes, class `c` near the unit vector `e_c` times 2.
+fn blobs(n: i64) -> (Tensor, Tensor) {
+    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(3);
+    let x = Tensor::randn([n, 4], (Kind::Float, Device::Cpu)) * 0.1 + y.one_hot(4).to_kind(Kind::Float) * 2.0;
+    (x, y)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     seed_everything(7);
-    let x = Tensor::randn([10, 4], (Kind::Float, Device::Cpu));
-    let y = Tensor::from_slice(&[0i64, 1, 2, 0, 1, 2, 0, 1, 2, 0]);
-    let mut loader = DataLoader::builder(TensorDataset::new((x, y))?).batch_size(4).build()?;
-    let (xb, yb) = loader.epoch(0).next().expect("a batch")?;
-    let logits = model().forward_t(&xb, false);
-    let loss = CrossEntropyLoss::new().forward(&logits, &yb)?;
-    println!("forward ok: logits {:?}, loss {:.4}", logits.size(), loss.double_value(&[]));
+    let (x, y) = blobs(60);
+    let data = Jittered { x: HostTensor::new(&x)?, y: HostTensor::new(&y)? };
+    let mut loader = DataLoader::builder(data).batch_size(10).shuffle(true).num_workers(2).seed(7).build()?;
+    let model = model();
+    let mut optimizer = Sgd::new(vec![ParamGroup::new(named_parameters(&model), SgdConfig::new(0.2))])?;
+    let loss_fn = CrossEntropyLoss::new();
+    let mut losses = Vec::new();
+    for epoch in 0..8 {
+        let (mut sum, mut batches) = (0.0, 0);
+        for batch in loader.epoch(epoch) {
+            let (xb, yb) = batch?; // [10, 4] float32, [10] int64
+            optimizer.zero_grad()?;
+            let loss = loss_fn.forward(&model.forward_t(&xb, true), &yb)?;
+            loss.backward();
+            optimizer.step()?;
+            sum += loss.double_value(&[]);
+            batches += 1;
+        }
+        losses.push(sum / f64::from(batches));
+    }
+    let (first, last) = (losses[0], losses[losses.len() - 1]);
+    if !(last < first * 0.5) {
+        return Err(format!("the loop did not learn: mean loss {first:.4} in epoch 0, {last:.4} in the last").into());
+    }
+    let logits = {
+        let _no_grad = no_grad();
+        model.forward_t(&x, false)
+    };
+    println!("trained ok: logits {:?}, loss {first:.3} -> {last:.3}", logits.size());
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use torchlight::prelude::*;
+
     #[test]
     fn the_model_maps_4_features_to_3_logits() {
-        use torchlight::prelude::*;
         let logits = super::model().forward_t(&Tensor::zeros([2, 4], (Kind::Float, Device::Cpu)), false);
         assert_eq!(logits.size(), [2, 3]);
+    }
+
+    #[test]
+    fn a_sample_is_its_row_jittered_by_its_own_generator() {
+        let (x, y) = super::blobs(6);
+        let data = super::Jittered { x: HostTensor::new(&x).unwrap(), y: HostTensor::new(&y).unwrap() };
+        assert_eq!(data.len(), 6);
+        let (a, label) = data.get(4, &mut rng_from_seed(1)).unwrap();
+        let (b, _) = data.get(4, &mut rng_from_seed(1)).unwrap();
+        assert!(a.equal(&b), "the same seed gives the same sample");
+        assert_eq!(label.int64_value(&[]), 1);
+        let offset = (&a - x.get(4)).abs().max().double_value(&[]);
+        assert!(offset <= 0.05, "jitter {offset}");
     }
 }
 "#;
@@ -181,7 +246,7 @@ fn external_project(root: &Path, target: &Path, cargo: fn() -> Command) -> Resul
     };
     let manifest = format!(
         "[package]\nname = \"torchlight-external-check\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n\
-         [dependencies]\n{}, default-features = false, features = [\"nn\", \"data\"] }}\n\n\
+         [dependencies]\n{}, default-features = false, features = [\"nn\", \"optim\", \"data\"] }}\n\n\
          [build-dependencies]\n{} }}\n\n[workspace]\n",
         dep("torchlight", "torchlight"),
         dep("torchlight-build", "build"),
@@ -212,8 +277,8 @@ fn external_project(root: &Path, target: &Path, cargo: fn() -> Command) -> Resul
             .env_remove("LD_LIBRARY_PATH")
             .env_remove("CARGO_MANIFEST_DIR");
         let out = run(cmd, what)?;
-        if verb == "run" && !out.contains("forward ok: logits [4, 3]") {
-            bail!("the external project printed {out:?}, not its forward pass");
+        if verb == "run" && !out.contains("trained ok: logits [60, 3]") {
+            bail!("the external project printed {out:?}, not its trained model's forward pass");
         }
     }
     Ok(project)

@@ -13,8 +13,9 @@ use torchlight_base::seed::Rng;
 /// Datasets are shared between loader threads by reference (no per-worker copy), hence `Sync`.
 /// A sample may be plain buffers ([`Array`](crate::Array)) or, with the `tch` feature, tch
 /// tensors: `Tensor` is `Send`, so a worker can make one and hand it over, but not `Sync`, so
-/// a dataset cannot *hold* tensors; keep the data as plain buffers, as
-/// `TensorDataset` does, and build tensors in `get`.
+/// a dataset cannot *hold* tensors. Hold each as a `HostTensor` (its bytes, `Sync`) and make
+/// the sample's tensors in `get` with `host.row(index)`, as `TensorDataset` does; the
+/// `HostTensor` docs show a dataset of in-memory tensors with a random flip.
 pub trait Dataset: Send + Sync {
     /// One sample, e.g. an image and its label.
     type Item: Send + 'static;

@@ -14,13 +14,17 @@
 //!   (`use torchlight_data::rand::Rng as _;`).
 //!
 //! Samples are plain host buffers ([`Array`]), which workers stack and the thread that
-//! iterates turns into one tensor per batch, or tch tensors, which workers make and stack
-//! (`Tensor` is `Send` but not `Sync`, tch-rs issue 752, so tensors move between threads but are
-//! never shared). `TensorDataset` (with `tch`) holds in-memory tensors as bytes.
+//! iterates turns into one tensor per batch, or tch tensors (`Tensor`, `(Tensor, Tensor)`,
+//! `(Tensor, i64)`, maps of them), which workers make and stack (`Tensor` is `Send` but not
+//! `Sync`, tch-rs issue 752, so tensors move between threads but are never shared).
+//!
+//! Tensors already in memory (with `tch`): `TensorDataset` gives their rows as samples, like
+//! PyTorch's; a dataset of your own holds each tensor as a `HostTensor` (its bytes, `Sync`)
+//! and makes the sample's tensors in `get` (`host.row(i)`), with any per-sample logic between.
 //!
 //! # Features
 //! - `tch` (default): tensor batches ([`DefaultCollate`]), pinned memory, `TensorDataset`,
-//!   `ArrayToTensor`, `seed_everything`; needs libtorch. Without it the crate builds on
+//!   `HostTensor`, `ArrayToTensor`, `seed_everything`; needs libtorch. Without it the crate builds on
 //!   `torchlight-base` alone, with no libtorch anywhere: datasets, splits, samplers and the
 //!   DataLoader with [`ArrayCollate`], whose `Array` batches can feed any engine.
 //! - `cuda-tests`: this crate's GPU tests.
@@ -42,6 +46,8 @@ mod dataset;
 mod distributed_sampler;
 mod epoch;
 mod error;
+#[cfg(feature = "tch")]
+mod host_tensor;
 mod loader;
 mod map;
 mod ra_sampler;
@@ -64,6 +70,8 @@ pub use dataset::Dataset;
 pub use distributed_sampler::DistributedSampler;
 pub use epoch::{Epoch, EpochStats};
 pub use error::{DataError, Result};
+#[cfg(feature = "tch")]
+pub use host_tensor::HostTensor;
 pub use loader::{DataLoader, DataLoaderBuilder, ErrorPolicy};
 pub use map::{DatasetExt, Map};
 pub use ra_sampler::RASampler;

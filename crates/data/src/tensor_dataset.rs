@@ -1,12 +1,12 @@
 //! `TensorDataset`: samples cut from in-memory tensors along their first dimension, like
-//! `torch.utils.data.TensorDataset`, held as plain bytes so the dataset is `Sync`.
+//! `torch.utils.data.TensorDataset`, held as [`HostTensor`]s so the dataset is `Sync`.
 
 use crate::dataset::Dataset;
 use crate::error::{DataError, Result};
-use crate::tensor_collate::dtype_name;
+use crate::host_tensor::HostTensor;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 use torchlight_base::Rng;
 
 /// What a [`TensorDataset`] is built from and what each of its samples is: one tensor, a pair
@@ -52,20 +52,10 @@ impl TensorSample for BTreeMap<String, Tensor> {
     }
 }
 
-/// One tensor's rows as bytes.
-#[derive(Debug)]
-struct Column {
-    name: String,
-    bytes: Vec<u8>,
-    kind: Kind,
-    row_shape: Vec<i64>,
-    row_bytes: usize,
-}
-
 /// `torch.utils.data.TensorDataset`: sample `i` is row `i` of each tensor it was built from,
 /// e.g. `(x[i], y[i])` for `TensorDataset::new((x, y))`.
 ///
-/// The tensors are copied once into host byte buffers (any element type and device), because
+/// The tensors are copied once into [`HostTensor`]s (any element type and device), because
 /// a dataset is shared by reference between loader threads and tch tensors are not `Sync`;
 /// `get` makes each row a fresh CPU tensor, and [`DefaultCollate`](crate::DefaultCollate)
 /// stacks rows into batches: `(Tensor [N, ...], Tensor [N, ...])` for a pair.
@@ -84,7 +74,7 @@ struct Column {
 /// ```
 #[derive(Debug)]
 pub struct TensorDataset<T: TensorSample = (Tensor, Tensor)> {
-    columns: Vec<Column>,
+    columns: Vec<(String, HostTensor)>,
     len: usize,
     sample: PhantomData<fn() -> T>,
 }
@@ -100,7 +90,7 @@ impl<T: TensorSample> TensorDataset<T> {
         for (name, tensor) in named {
             let bad = |reason: String| DataError::Config { field: "tensors", reason };
             let size = tensor.size();
-            let Some((&rows, row_shape)) = size.split_first() else {
+            let Some(&rows) = size.first() else {
                 return Err(bad(format!("tensor {name} is a scalar; it needs a first dimension to index")));
             };
             match len {
@@ -110,14 +100,8 @@ impl<T: TensorSample> TensorDataset<T> {
                 }
                 Some(_) => {}
             }
-            let kind = tensor.f_kind()?;
-            let numel = tensor.numel();
-            let mut bytes = vec![0u8; numel * kind.elt_size_in_bytes()];
-            tensor.f_copy_data_u8(&mut bytes, numel).map_err(|e| {
-                bad(format!("tensor {name} ({}) cannot be copied to host memory: {e}", dtype_name(kind)))
-            })?;
-            let row_bytes = if rows == 0 { 0 } else { bytes.len() / rows as usize };
-            columns.push(Column { name, bytes, kind, row_shape: row_shape.to_vec(), row_bytes });
+            let host = HostTensor::new(&tensor).map_err(|e| bad(format!("tensor {name}: {e}")))?;
+            columns.push((name, host));
         }
         let len = len.map_or(0, |(n, _)| n as usize);
         Ok(TensorDataset { columns, len, sample: PhantomData })
@@ -138,10 +122,7 @@ impl<T: TensorSample> Dataset for TensorDataset<T> {
         let rows = self
             .columns
             .iter()
-            .map(|c| {
-                let bytes = &c.bytes[index * c.row_bytes..(index + 1) * c.row_bytes];
-                Ok((c.name.clone(), Tensor::f_from_data_size(bytes, &c.row_shape, c.kind)?))
-            })
+            .map(|(name, host)| Ok((name.clone(), host.row(index)?)))
             .collect::<Result<Vec<_>>>()?;
         Ok(T::from_named(rows))
     }
@@ -150,6 +131,7 @@ impl<T: TensorSample> Dataset for TensorDataset<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tch::Kind;
     use torchlight_base::rng_from_seed;
 
     fn assert_sync<T: Sync>() {}

@@ -80,6 +80,7 @@ mod module_list;
 mod options;
 mod pooling;
 mod pth;
+mod pth_write;
 mod registry;
 mod resnet;
 mod sequential;
@@ -132,6 +133,7 @@ pub use module_list::ModuleList;
 pub use options::LayerOptions;
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use pth::{read_pth, read_pth_checkpoint, STATE_DICT_ENTRIES};
+pub use pth_write::{save_pth, write_pth};
 pub use registry::{
     architecture, architecture_names, register_architecture, Architecture, BuildFn, ClassifierFn, ModelSpec,
 };

@@ -94,12 +94,12 @@ pub mod prelude {
         Sgd, SgdConfig,
     };
 
-    #[cfg(all(feature = "data", feature = "tensor"))]
-    pub use torchlight_data::TensorDataset;
     #[cfg(feature = "data")]
     pub use torchlight_data::{
         random_split, ArrayCollate, DataError, DataLoader, Dataset, DatasetExt, DefaultCollate, Subset,
     };
+    #[cfg(all(feature = "data", feature = "tensor"))]
+    pub use torchlight_data::{HostTensor, TensorDataset};
 
     #[cfg(feature = "vision")]
     pub use torchlight_vision::{Compose, ImageFolder, Normalize, ToTensor, Transform};

@@ -231,3 +231,90 @@ fn saving_into_a_missing_folder_names_the_file_once() {
         "the OS error is in the message, not repeated as a source"
     );
 }
+
+/// The tensors `write_pth` is tested with: several element types, a scalar, an empty tensor,
+/// a transposed (non-contiguous) view and an integer too large for 32 bits.
+fn written_cases() -> Vec<(String, Tensor)> {
+    let cpu = tch::Device::Cpu;
+    let base = Tensor::arange(6, (Kind::Float, cpu)).view([2, 3]);
+    vec![
+        ("layer.weight".into(), base.tr()),
+        ("layer.bias".into(), Tensor::from_slice(&[0.5f64, -1.5])),
+        ("half".into(), Tensor::from_slice(&[0.25f32, -2.0]).to_kind(Kind::Half)),
+        ("bf16".into(), Tensor::from_slice(&[3.0f32]).to_kind(Kind::BFloat16)),
+        ("bn.num_batches_tracked".into(), Tensor::from(5_000_000_000i64)),
+        ("mask".into(), Tensor::from_slice(&[true, false, true])),
+        ("bytes".into(), Tensor::from_slice(&[0u8, 255])),
+        ("empty".into(), Tensor::zeros([0, 4], (Kind::Float, cpu))),
+    ]
+}
+
+#[test]
+fn write_pth_round_trips_through_read_pth() {
+    let dir = std::env::temp_dir().join(format!("tl-nn-write-pth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("written.pth");
+    let cases = written_cases();
+    write_pth(&cases, &path).unwrap();
+    let back = read_pth(&path).unwrap();
+    assert_eq!(
+        back.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        cases.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    for ((key, want), (_, got)) in cases.iter().zip(&back) {
+        assert_eq!((got.kind(), got.size()), (want.kind(), want.size()), "{key}");
+        assert!(got.equal(want), "{key}: {got} != {want}");
+    }
+    // A model's state_dict, loaded back by strict key matching.
+    let model = Linear::new(3, 2, true);
+    save_pth(&model, &path).unwrap();
+    let other = Linear::new(3, 2, true);
+    load_weights(&other, &path, &LoadOptions::strict()).unwrap();
+    assert!(
+        other.weight.equal(&model.weight) && other.bias.as_ref().unwrap().equal(model.bias.as_ref().unwrap())
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn write_pth_refuses_an_element_type_it_cannot_write_by_key() {
+    let path = std::env::temp_dir().join(format!("tl-nn-write-pth-complex-{}.pth", std::process::id()));
+    let z = Tensor::zeros([2], (Kind::ComplexFloat, tch::Device::Cpu));
+    let err = write_pth(&[("z".into(), z)], &path).unwrap_err().to_string();
+    assert!(err.contains("`z`") && err.contains("ComplexFloat") && err.contains(".pth"), "{err}");
+    assert!(!path.exists());
+}
+
+#[test]
+fn torch_load_reads_what_write_pth_writes() {
+    let dir = std::env::temp_dir().join(format!("tl-nn-write-pth-py-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("for_torch.pth");
+    let cases = written_cases();
+    write_pth(&cases, &path).unwrap();
+    let out = torchlight_testing::run_reference_script(
+        "crates/nn/tests/fixtures/load_written_pth.py",
+        &[path.to_str().unwrap()],
+    )
+    .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), cases.len(), "{out}");
+    let dtype = |k: Kind| match k {
+        Kind::Float => "torch.float32",
+        Kind::Double => "torch.float64",
+        Kind::Half => "torch.float16",
+        Kind::BFloat16 => "torch.bfloat16",
+        Kind::Int64 => "torch.int64",
+        Kind::Bool => "torch.bool",
+        Kind::Uint8 => "torch.uint8",
+        other => panic!("no case of {other:?}"),
+    };
+    for ((key, t), line) in cases.iter().zip(lines) {
+        let values: Vec<f64> = Vec::try_from(&t.to_kind(Kind::Double).flatten(0, -1)).unwrap();
+        // Every case's values are exact in float64 (5e9 included), so the text must match.
+        let want = serde_json::json!([key, dtype(t.kind()), t.size(), values]);
+        let got: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(got, want, "{key}");
+    }
+}
