@@ -124,9 +124,11 @@ impl TrainConfig {
             ("optim.bias_weight_decay", o.bias_weight_decay),
         ] {
             if let Some(wd) = wd.filter(|wd| wd.is_finite() && top_lr * wd >= 1.0) {
+                // 1e300 as 1e300, not as its 301 digits.
+                let shown = if wd >= 1e6 { format!("{wd:e}") } else { wd.to_string() };
                 invalid(
                     field,
-                    wd,
+                    shown,
                     &format!(
                         "times the lr ({top_lr:e}) is {:e}, at least 1: each step would shrink every weight past zero; weight decay is usually 1e-5 to 0.1",
                         top_lr * wd
