@@ -34,6 +34,15 @@ impl Sidecar {
     /// The sidecar of the TorchScript file `model` (`model.pt` -> `model.json`).
     pub fn of(model: &Path) -> Result<Sidecar> {
         let path = model.with_extension("json");
+        // Checked before opening: opening a FIFO blocks, and a device may never end.
+        if let Ok(meta) = std::fs::metadata(&path) {
+            if !meta.is_file() {
+                bail!(
+                    "{}: the TorchScript file's sidecar is not a regular file (a folder, FIFO or device)",
+                    path.display()
+                );
+            }
+        }
         let text = std::fs::read_to_string(&path).with_context(|| {
             format!("{}: the TorchScript file's sidecar is needed for class names", path.display())
         })?;
@@ -176,6 +185,20 @@ mod tests {
 
     fn parse(text: &str) -> Result<Sidecar> {
         Sidecar::parse(Path::new("m.json"), text)
+    }
+
+    /// A FIFO beside the TorchScript file is refused, not opened (which would block).
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_sidecar_is_refused() {
+        let dir = std::env::temp_dir().join(format!("tl-cli-sidecar-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join("m.json");
+        let _ = std::fs::remove_file(&json);
+        assert!(std::process::Command::new("mkfifo").arg(&json).status().unwrap().success());
+        let err = Sidecar::of(&dir.join("m.pt")).unwrap_err().to_string();
+        assert!(err.contains("m.json") && err.contains("not a regular file"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -51,8 +51,9 @@ pub struct Args {
     /// Loader worker threads.
     #[arg(long, allow_negative_numbers = true)]
     workers: Option<usize>,
-    /// Seed for initialisation, split, shuffling and augmentation.
-    #[arg(long, allow_negative_numbers = true)]
+    /// Seed for initialisation, split, shuffling and augmentation: 0 to 9223372036854775807,
+    /// the range `train.seed` holds (a config's integers are TOML's, 64-bit signed).
+    #[arg(long, allow_negative_numbers = true, value_parser = clap::value_parser!(u64).range(..=i64::MAX as u64))]
     seed: Option<u64>,
     /// Mixed precision (fp16 + GradScaler on CUDA, bf16 on CPU).
     #[arg(long)]

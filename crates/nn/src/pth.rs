@@ -661,9 +661,23 @@ fn state_dict_entry(root: Value) -> std::result::Result<(Entries, Option<String>
 /// `container` the entry [`state_dict_entry`] picks (other globals then kept opaque).
 fn read_pth_dict(path: &Path, container: bool) -> Result<(NamedTensors, Option<String>)> {
     let fail = |reason: String| NnError::Pth { path: path.to_path_buf(), reason };
-    let file = std::fs::File::open(path).map_err(|error| NnError::Io { path: path.to_path_buf(), error })?;
+    crate::state_dict::regular_file(path)?;
+    let io = |error| NnError::Io { path: path.to_path_buf(), error };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut head = Vec::with_capacity(32);
+    (&mut file).take(32).read_to_end(&mut head).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
     let mut archive = zip::ZipArchive::new(file).map_err(|e| {
-        fail(format!("not a zip archive ({e}); files from torch.save before PyTorch 1.6 are not supported"))
+        fail(if head.starts_with(b"PK\x03\x04") {
+            // A zip's index (the central directory) is at its end: a cut-off file has none.
+            format!(
+                "the file is truncated or corrupt: it starts as a zip archive but its index at the end cannot be read ({e}; {size} bytes); an interrupted download or save? fetch or save it again"
+            )
+        } else if let Some(what) = crate::state_dict::describe_pickle(&head) {
+            what
+        } else {
+            format!("not a zip archive ({e}), the format torch.save writes")
+        })
     })?;
     let pkl_name = archive
         .file_names()

@@ -289,9 +289,73 @@ pub fn load_state_dict(
     Ok(report)
 }
 
-/// The first bytes of a file written by `torch.save` in its legacy (pre-1.6, or
-/// `_use_new_zipfile_serialization=False`) format: pickle protocol 2 and the 10-byte magic number.
-const LEGACY_TORCH_MAGIC: [u8; 4] = [0x80, 0x02, 0x8a, 0x0a];
+/// The magic number `torch.save` writes first in its legacy (pre-1.6, or
+/// `_use_new_zipfile_serialization=False`) format, as the pickle integer it is stored as
+/// (`LONG1` of 10 bytes), after the pickle's protocol header (and, from protocol 4, a frame).
+const LEGACY_TORCH_MAGIC: [u8; 12] = [0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
+
+/// What a file that begins with `head` is, when it is a pickle (protocol 2 to 5, as
+/// `torch.save` and `pickle.dump` write them) rather than a zip archive or safetensors: the
+/// reason it is not read and how to re-save it. `None` for anything else.
+pub(crate) fn describe_pickle(head: &[u8]) -> Option<String> {
+    if !(head.len() >= 2 && head[0] == 0x80 && (2..=5).contains(&head[1])) {
+        return None;
+    }
+    let legacy = head.windows(LEGACY_TORCH_MAGIC.len()).take(16).any(|w| w == LEGACY_TORCH_MAGIC);
+    Some(if legacy {
+        "written in torch.save's legacy format (PyTorch before 1.6, or \
+         `_use_new_zipfile_serialization=False`), which is not supported; re-save it in \
+         Python with `torch.save(torch.load(path), new_path)`"
+            .to_string()
+    } else {
+        format!(
+            "a plain Python pickle (protocol {}, as `pickle.dump` writes), not a torch.save archive or \
+             safetensors; pickles are not read (loading one can run code): re-save the state_dict in \
+             Python with `torch.save(state_dict, new_path)`",
+            head[1]
+        )
+    })
+}
+
+/// Checks that `path` is a regular file (through symlinks) before it is opened, so that a
+/// FIFO or a device given as weights or a config is an error instead of a read that blocks
+/// or never ends.
+///
+/// # Errors
+/// [`NnError::Io`] naming the path: the OS error, or what the path is instead of a file.
+pub(crate) fn regular_file(path: &Path) -> Result<()> {
+    let io = |error| NnError::Io { path: path.to_path_buf(), error };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_file() {
+        return Ok(());
+    }
+    Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, not_a_file(&meta))))
+}
+
+/// Why a path of type `meta` (not a regular file) cannot be read as one.
+pub(crate) fn not_a_file(meta: &std::fs::Metadata) -> String {
+    let kind = if meta.is_dir() { "a folder" } else { special_file_kind(&meta.file_type()) };
+    format!("is {kind}, not a regular file")
+}
+
+#[cfg(unix)]
+fn special_file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_file_kind(_: &std::fs::FileType) -> &'static str {
+    "a special file"
+}
 
 /// Reads a weights file: a PyTorch `.pth`/`.pt`/`.ckpt` zip archive (detected by its `PK`
 /// signature; a plain state_dict or a checkpoint holding one, see [`read_pth_checkpoint`]) or a
@@ -300,20 +364,24 @@ const LEGACY_TORCH_MAGIC: [u8; 4] = [0x80, 0x02, 0x8a, 0x0a];
 /// `config.json`).
 ///
 /// # Errors
-/// [`NnError::Io`] when the file cannot be read; [`NnError::Pth`] for a malformed archive, a
-/// TorchScript module or a file in `torch.save`'s legacy format (which says how to re-save
-/// it); [`NnError::Safetensors`] for a malformed safetensors file.
+/// [`NnError::Io`] when the file cannot be read or is not a regular file (a FIFO or a device
+/// is refused before it is opened); [`NnError::Pth`] for a malformed or truncated archive, a
+/// TorchScript module, or a pickle (`torch.save`'s legacy format, `pickle.dump`), which says how
+/// to re-save it; [`NnError::Safetensors`] for a malformed safetensors file.
 pub fn read_weights(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     if path.is_dir() {
         return read_weights(crate::timm::hub_weights_file(path)?);
     }
-    let mut magic = [0u8; 4];
+    regular_file(path)?;
+    // Enough of the start for a pickle's header and torch's legacy magic number.
+    let mut head = Vec::with_capacity(32);
     {
         use std::io::Read;
         let io = |error| NnError::Io { path: path.to_path_buf(), error };
-        let mut f = std::fs::File::open(path).map_err(io)?;
-        let n = f.read(&mut magic).map_err(io)?;
+        let f = std::fs::File::open(path).map_err(io)?;
+        f.take(32).read_to_end(&mut head).map_err(io)?;
+        let n = head.len();
         if n == 0 {
             return Err(NnError::Io {
                 path: path.to_path_buf(),
@@ -330,16 +398,10 @@ pub fn read_weights(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
             });
         }
     }
-    if &magic == b"PK\x03\x04" {
+    if head.starts_with(b"PK\x03\x04") {
         read_pth_checkpoint(path).map(|(tensors, _)| tensors)
-    } else if magic == LEGACY_TORCH_MAGIC {
-        Err(NnError::Pth {
-            path: path.to_path_buf(),
-            reason: "written in torch.save's legacy format (PyTorch before 1.6, or \
-                     `_use_new_zipfile_serialization=False`), which is not supported; re-save it in \
-                     Python with `torch.save(torch.load(path), new_path)`"
-                .to_string(),
-        })
+    } else if let Some(reason) = describe_pickle(&head) {
+        Err(NnError::Pth { path: path.to_path_buf(), reason })
     } else {
         read_safetensors(path)
     }
@@ -353,10 +415,11 @@ pub fn read_weights(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
 /// malformed (header length, JSON, offsets, dtypes).
 pub fn read_safetensors(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
+    regular_file(path)?;
     let bytes = std::fs::read(path).map_err(|error| NnError::Io { path: path.to_path_buf(), error })?;
     let bad = |reason: String| NnError::Safetensors { path: path.to_path_buf(), reason };
-    if bytes.len() >= 4 && bytes[..4] == LEGACY_TORCH_MAGIC {
-        return Err(bad("this is a PyTorch file in torch.save's legacy format, not safetensors".into()));
+    if let Some(what) = describe_pickle(&bytes[..bytes.len().min(32)]) {
+        return Err(bad(format!("this is a PyTorch or Python pickle file, not safetensors: {what}")));
     }
     let file = safetensors::SafeTensors::deserialize(&bytes)
         .map_err(|e| bad(diagnose_header(&bytes).unwrap_or_else(|| describe_safetensors(&e, &bytes))))?;

@@ -68,24 +68,52 @@ fn config_error(path: &Path, reason: String) -> NnError {
 /// The weights file of the Hub folder `dir`: `model.safetensors`, else `pytorch_model.bin`.
 ///
 /// # Errors
-/// [`NnError::HubConfig`] naming the folder and the files looked for.
+/// [`NnError::HubConfig`] naming the folder and the files looked for, or naming the preferred
+/// file when it is there but cannot be read as one (a symlink to nothing, a FIFO): the other
+/// file is not silently loaded in its place.
 pub fn hub_weights_file(dir: &Path) -> Result<PathBuf> {
-    HUB_WEIGHT_FILES.iter().map(|f| dir.join(f)).find(|p| p.is_file()).ok_or_else(|| {
-        config_error(
-            dir,
-            format!("a model folder needs one of {} and has neither", HUB_WEIGHT_FILES.join(" or ")),
-        )
-    })
+    for name in HUB_WEIGHT_FILES {
+        let path = dir.join(name);
+        // An entry that is there but unreadable (a dangling symlink, a FIFO) is an error, not a
+        // reason to load the folder's other weights file in its place.
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => return Err(NnError::Io { path, error }),
+            Ok(_) => {}
+        }
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => return Ok(path),
+            Ok(m) => return Err(config_error(&path, crate::state_dict::not_a_file(&m))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let target =
+                    std::fs::read_link(&path).map_or_else(|_| "?".into(), |t| t.display().to_string());
+                return Err(config_error(
+                    &path,
+                    format!(
+                        "is a symlink to {target}, which does not exist (a Hub cache whose blob was removed?); \
+                         restore it or delete the link (the folder's other weights file is not used in its place)"
+                    ),
+                ));
+            }
+            Err(error) => return Err(NnError::Io { path, error }),
+        }
+    }
+    Err(config_error(
+        dir,
+        format!("a model folder needs one of {} and has neither", HUB_WEIGHT_FILES.join(" or ")),
+    ))
 }
 
 /// Reads the Hub folder `dir`: `config.json` and the weights file [`hub_weights_file`] picks.
 ///
 /// # Errors
-/// [`NnError::Io`] for an unreadable `config.json`, [`NnError::HubConfig`] naming the file and
+/// [`NnError::Io`] for an unreadable `config.json` (or one that is not a regular file; a
+/// leading UTF-8 byte-order mark is skipped), [`NnError::HubConfig`] naming the file and
 /// the field that is missing or of the wrong type, or the weights file that is absent.
 pub fn read_hub_folder(dir: impl AsRef<Path>) -> Result<HubFolder> {
     let dir = dir.as_ref();
     let path = dir.join("config.json");
+    crate::state_dict::regular_file(&path)?;
     let text = std::fs::read_to_string(&path).map_err(|error| NnError::Io { path: path.clone(), error })?;
     let config = parse_hub_config(&path, &text)?;
     Ok(HubFolder { dir: dir.to_path_buf(), config, weights: hub_weights_file(dir)? })
@@ -97,6 +125,9 @@ pub fn read_hub_folder(dir: impl AsRef<Path>) -> Result<HubFolder> {
 /// [`NnError::HubConfig`] naming the field.
 pub fn parse_hub_config(path: &Path, text: &str) -> Result<HubConfig> {
     use serde_json::Value;
+    // A UTF-8 byte-order mark (Windows editors write one) is not JSON, but Python's
+    // `json.loads` of the file's bytes skips it; so does this.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let root: Value =
         serde_json::from_str(text).map_err(|e| config_error(path, format!("not valid JSON: {e}")))?;
     let obj = root.as_object().ok_or_else(|| config_error(path, "not a JSON object".into()))?;

@@ -3,10 +3,12 @@
 
 use crate::config::TrainConfig;
 use crate::error::{RecipeError, Result};
-use tch::Device;
+use std::collections::HashSet;
+use std::path::Path;
+use tch::{Device, Kind};
 use torchlight_nn::{
-    architecture, freeze_batch_norm, load_weights, to_device, Architecture, KeyRewrite, LayerOptions,
-    LoadOptions, ModelSpec, Module,
+    architecture, freeze_batch_norm, hub_weights_file, load_weights, state_dict, to_device, Architecture,
+    KeyRewrite, LayerOptions, LoadOptions, LoadReport, ModelSpec, Module,
 };
 
 /// The registered architecture `config.model.name` names.
@@ -24,7 +26,8 @@ pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
 
 /// The model of `config` with `num_classes` outputs for `data.image_size` images, its starting
 /// weights loaded (everything but the head, which is new; see [`pretrained_load_options`]), on
-/// `device`, its BatchNorms frozen when `model.freeze_bn` says so. Random initialisation runs on the CPU, as in
+/// `device`, its BatchNorms frozen when `model.freeze_bn` says so; starting weights holding
+/// NaN or Inf are an error naming the file and the tensor. Random initialisation runs on the CPU, as in
 /// torchvision (so a seed gives the same weights whatever the device), then moves.
 pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> Result<Box<dyn Module>> {
     let arch = model_architecture(config)?;
@@ -33,10 +36,41 @@ pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> 
         freeze_batch_norm(model.as_mut());
     }
     if let Some(weights) = &config.model.pretrained {
-        load_weights(model.as_ref(), weights, &pretrained_load_options(config, arch.head())?)?;
+        let report = load_weights(model.as_ref(), weights, &pretrained_load_options(config, arch.head())?)?;
+        check_finite(model.as_ref(), &report, weights)?;
     }
     to_device(model.as_ref(), device);
     Ok(model)
+}
+
+/// Starting weights with NaN or Inf would stop the first step with a non-finite loss or
+/// gradient and the loop's advice to lower the lr; they are named here instead, file and
+/// tensor, before training. Only loaded tensors are read (the new head's init is finite).
+fn check_finite(model: &dyn Module, report: &LoadReport, weights: &Path) -> Result<()> {
+    let loaded: HashSet<&str> = report.loaded.iter().map(String::as_str).collect();
+    for (key, t) in state_dict(model) {
+        if !loaded.contains(key.as_str()) || !t.is_floating_point() {
+            continue;
+        }
+        let bad = t.isfinite().logical_not().sum(Kind::Int64).int64_value(&[]);
+        if bad > 0 {
+            let file = if weights.is_dir() {
+                hub_weights_file(weights).unwrap_or_else(|_| weights.to_path_buf())
+            } else {
+                weights.to_path_buf()
+            };
+            let renamed = if report.rewrites.is_empty() { "" } else { " (its name after the key rewrites)" };
+            return Err(RecipeError::InvalidConfig {
+                field: "model.pretrained".into(),
+                value: file.display().to_string(),
+                reason: format!(
+                    "the starting weights hold NaN or Inf: tensor `{key}`{renamed} has {bad} non-finite of {} values; the file is broken, not the training: fetch or export it again",
+                    t.numel()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// How the pretrained file loads: strictly, except the head (new), after the config's key

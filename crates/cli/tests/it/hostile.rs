@@ -266,3 +266,13 @@ fn predict_fails_when_its_output_cannot_be_written() {
     assert!(err.contains("--top-k 0") && err.contains("at least 1"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--seed` takes what `train.seed` holds (0 to i64::MAX, a config's integers): one range,
+/// said by the flag, instead of a value the flag takes and the config then refuses.
+#[test]
+fn the_seed_flag_takes_the_configs_range() {
+    let err = fails(&["train", "--seed", "18446744073709551615"]);
+    assert!(err.contains("--seed") && err.contains("0..=9223372036854775807"), "{err}");
+    let err = fails(&["train", "--set", "train.seed=9223372036854775808"]);
+    assert!(err.contains("train.seed") && err.contains("at most 9223372036854775807"), "{err}");
+}

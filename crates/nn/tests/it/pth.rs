@@ -318,3 +318,48 @@ fn torch_load_reads_what_write_pth_writes() {
         assert_eq!(got, want, "{key}");
     }
 }
+
+type Reader = fn(&std::path::Path) -> Result<Vec<(String, Tensor)>>;
+
+/// A pickle that is not a zip archive (torch.save's legacy format at protocol 4, a plain
+/// `pickle.dump`) is named as such, not as a malformed safetensors file; a cut-off archive is
+/// called truncated, not a file from before PyTorch 1.6 (`make_pickle_bins.py`, at test time).
+#[test]
+fn pickles_and_cut_archives_are_named_for_what_they_are() {
+    let dir =
+        torchlight_testing::generated_fixture("crates/nn/tests/fixtures/make_pickle_bins.py", &[]).unwrap();
+    let err = read_weights(dir.join("legacy4.bin")).unwrap_err().to_string();
+    assert!(err.contains("legacy4.bin") && err.contains("legacy format"), "{err}");
+    assert!(!err.contains("cannot read as safetensors"), "{err}");
+    let err = read_weights(dir.join("plain.bin")).unwrap_err().to_string();
+    assert!(err.contains("plain.bin") && err.contains("plain Python pickle"), "{err}");
+    assert!(!err.contains("cannot read as safetensors"), "{err}");
+    let err = read_safetensors(dir.join("plain.bin")).unwrap_err().to_string();
+    assert!(err.contains("plain Python pickle"), "{err}");
+    let readers: [Reader; 2] = [|p| read_weights(p), |p| read_pth(p)];
+    for read in readers {
+        let err = read(&dir.join("cut.bin")).unwrap_err().to_string();
+        assert!(err.contains("cut.bin") && err.contains("truncated"), "{err}");
+        assert!(!err.contains("1.6"), "{err}");
+    }
+}
+
+/// A FIFO or a device given as weights is refused before it is opened (opening a FIFO blocks
+/// until a writer comes; `/dev/zero` never ends).
+#[cfg(unix)]
+#[test]
+fn fifos_and_devices_are_not_weights() {
+    let dir = std::env::temp_dir().join(format!("tl-nn-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("w.safetensors");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let readers: [Reader; 3] = [|p| read_weights(p), |p| read_safetensors(p), |p| read_pth(p)];
+    for read in readers {
+        let err = read(&fifo).unwrap_err().to_string();
+        assert!(err.contains("w.safetensors") && err.contains("FIFO"), "{err}");
+    }
+    let err = read_weights("/dev/zero").unwrap_err().to_string();
+    assert!(err.contains("/dev/zero") && err.contains("device"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -187,3 +187,43 @@ fn timm_folder_with_pytorch_model_bin_gives_timms_logits() {
     let diff = assert_close(name, &logits, &fx[&format!("logits.{name}")], 0.0, 1e-4);
     eprintln!("{name} (pytorch_model.bin): max |logits - timm| = {diff:.2e}");
 }
+
+/// A `config.json` that starts with a UTF-8 byte-order mark reads as Python's `json.loads`
+/// reads its bytes; a `config.json` that is a FIFO is refused instead of blocking.
+#[test]
+fn a_config_json_with_a_bom_reads_and_a_fifo_is_refused() {
+    let case = case("resnet18");
+    let dir = hub_folder(&case, &timm_weights(&case), "bom");
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    std::fs::write(dir.join("config.json"), format!("\u{feff}{text}")).unwrap();
+    let folder = read_hub_folder(&dir).unwrap();
+    assert_eq!(folder.config.architecture, "resnet18");
+    #[cfg(unix)]
+    {
+        std::fs::remove_file(dir.join("config.json")).unwrap();
+        assert!(std::process::Command::new("mkfifo")
+            .arg(dir.join("config.json"))
+            .status()
+            .unwrap()
+            .success());
+        let e = read_hub_folder(&dir).unwrap_err().to_string();
+        assert!(e.contains("config.json") && e.contains("FIFO"), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `model.safetensors` symlink to nothing (a Hub cache whose blob is gone) beside a
+/// `pytorch_model.bin` is an error naming it, not a silent load of the `.bin`.
+#[cfg(unix)]
+#[test]
+fn a_dangling_model_safetensors_is_an_error_not_a_fallback() {
+    let case = case("resnet18");
+    let weights = timm_weights(&case);
+    let dir = hub_folder(&case, &weights, "dangling");
+    std::fs::rename(dir.join("model.safetensors"), dir.join("pytorch_model.bin")).unwrap();
+    std::os::unix::fs::symlink(dir.join("blobs/gone"), dir.join("model.safetensors")).unwrap();
+    for e in [read_weights(&dir).unwrap_err().to_string(), read_hub_folder(&dir).unwrap_err().to_string()] {
+        assert!(e.contains("model.safetensors") && e.contains("does not exist"), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

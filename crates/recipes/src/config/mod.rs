@@ -153,6 +153,7 @@ pub struct DataConfig {
     /// How training batches are drawn: `random` (a shuffle per epoch, the default) or
     /// `weighted` (`WeightedRandomSampler` with each image weighted by the inverse of its
     /// class's count, so every class is drawn equally often: the fix for class imbalance).
+    #[serde(deserialize_with = "word")]
     pub sampler: SamplerKind,
     /// The most pixels an image file may declare in its header; larger ones are refused before
     /// decoding (a decompression bomb guard, and half of it warns). Pillow's limit by default,
@@ -172,6 +173,7 @@ pub struct DataConfig {
     pub ra_reps: usize,
     /// torchvision's `--auto-augment`: `none` (the default), `ta_wide` (`TrivialAugmentWide()`)
     /// or `ra` (`RandAugment()`), applied after the crop and flip as torchvision's preset does.
+    #[serde(deserialize_with = "word")]
     pub auto_augment: AutoAugmentKind,
     /// torchvision's `--random-erase`: the probability of `RandomErasing` on the normalised
     /// tensor, the last step. 0 (the default) leaves it out.
@@ -345,6 +347,7 @@ pub enum OptimizerKind {
 #[serde(deny_unknown_fields, default)]
 pub struct OptimConfig {
     /// `adamw` (default), `adam` or `sgd`.
+    #[serde(deserialize_with = "word")]
     pub optimizer: OptimizerKind,
     /// Learning rate of the head (and of everything when the model has no separate head);
     /// AdamW's default 1e-3.
@@ -534,7 +537,8 @@ pub struct LoopConfig {
     pub epochs: usize,
     /// Images per batch (per optimizer step divided by `accumulation_steps`); 32.
     pub batch_size: usize,
-    /// Seed for `seed_everything`, the split, shuffling and augmentation; 0.
+    /// Seed for `seed_everything`, the split, shuffling and augmentation; 0. At most
+    /// 9223372036854775807 (`i64::MAX`: TOML integers are 64-bit signed), as `--seed` takes.
     pub seed: u64,
     /// Mixed precision: fp16 autocast with a GradScaler on CUDA, bf16 autocast on CPU.
     pub amp: bool,
@@ -579,6 +583,7 @@ pub struct LoopConfig {
     pub log_interval: usize,
     /// What a non-finite loss or gradient does: `stop` training with an error naming the step,
     /// lr and parameter (the default), or `skip` that optimizer step.
+    #[serde(deserialize_with = "word")]
     pub on_nonfinite: NonFiniteAction,
     /// Cross-entropy class weights: `"none"`, `"balanced"` or one weight per class.
     pub class_weights: ClassWeights,
@@ -587,6 +592,7 @@ pub struct LoopConfig {
     pub checkpoint_every_steps: Option<u64>,
     /// When a finished run is resumed with more epochs: `continue` the schedule over the new
     /// length (the default) or `restart` it over the added epochs.
+    #[serde(deserialize_with = "word")]
     pub extend_schedule: ExtendSchedule,
     /// `auto`, `cpu`, `cuda` or `cuda:N`.
     pub device: String,
@@ -640,9 +646,21 @@ impl LoopConfig {
 
 impl TrainConfig {
     /// Reads a TOML config file. Does not [`validate`](Self::validate): apply overrides first.
-    /// Errors name the file, and the line and column where the parser knows them.
+    /// Errors name the file, and the line and column where the parser knows them; a path that
+    /// is not a regular file (a FIFO, a device) is refused before it is opened.
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        // Checked before opening: opening a FIFO blocks, and a device like /dev/zero never ends.
+        let meta = std::fs::metadata(path).map_err(|e| RecipeError::io(path, e))?;
+        if !meta.is_file() {
+            let what =
+                if meta.is_dir() { "a folder" } else { "not a regular file (a FIFO, socket or device)" };
+            let e = std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("is {what}, not a TOML config file"),
+            );
+            return Err(RecipeError::io(path, e));
+        }
         let text = std::fs::read_to_string(path).map_err(|e| RecipeError::io(path, e))?;
         Self::parse(&text, path)
     }
@@ -686,6 +704,40 @@ impl TrainConfig {
     pub fn write_toml_file(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         std::fs::write(path, self.to_toml()).map_err(|e| RecipeError::io(path, e))
+    }
+}
+
+/// Deserializes a field that is one word of a unit enum (`data.auto_augment = "ra"`): anything
+/// but a string is "expected a string" with the words listed, where serde's derived enum would
+/// say "unit variant" or TOML "wanted string or table".
+fn word<'de, D, T>(deserializer: D) -> std::result::Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    struct Word<T>(std::marker::PhantomData<T>);
+    impl<T: serde::de::DeserializeOwned> serde::de::Visitor<'_> for Word<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a string: {}", words::<T>())
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<T, E> {
+            T::deserialize(serde::de::value::StrDeserializer::<E>::new(v))
+        }
+    }
+    deserializer.deserialize_str(Word(std::marker::PhantomData))
+}
+
+/// The words a unit enum takes, as serde lists them when refusing one (`` `a`, `b` or `c` ``).
+fn words<T: serde::de::DeserializeOwned>() -> String {
+    let probe = serde::de::value::StrDeserializer::<serde::de::value::Error>::new("\u{0}");
+    match T::deserialize(probe) {
+        Err(e) => {
+            let text = e.to_string();
+            let list = text.split_once("expected ").map_or(text.as_str(), |(_, l)| l);
+            list.strip_prefix("one of ").unwrap_or(list).to_string()
+        }
+        Ok(_) => String::new(),
     }
 }
 

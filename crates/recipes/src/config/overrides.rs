@@ -44,6 +44,15 @@ impl TrainConfig {
             table.clear();
         }
         let trimmed = value.trim();
+        // TOML's integers are i64: a larger whole number would otherwise be read as a string.
+        if trimmed.parse::<i64>().is_err() && trimmed.trim_start_matches(['+', '-']).parse::<u128>().is_ok() {
+            let bound = if trimmed.starts_with('-') {
+                format!("at least {}", i64::MIN)
+            } else {
+                format!("at most {}", i64::MAX)
+            };
+            return Err(bad(format!("must be {bound}, the range of a config's (TOML's) integers")));
+        }
         let result = if trimmed.eq_ignore_ascii_case("none") && is_optional(full) {
             table.remove(field);
             toml::Value::Table(root).try_into::<TrainConfig>()

@@ -113,6 +113,29 @@ impl TrainConfig {
         positive("optim.lr", o.lr)?;
         positive("optim.backbone_lr", o.backbone_lr)?;
         non_negative("optim.weight_decay", o.weight_decay)?;
+        // Each step shrinks a weight by lr * weight_decay of itself (AdamW's `p *= 1 - lr * wd`,
+        // SGD's `lr * wd * p` in the gradient): at 1 or more it zeroes or flips every weight
+        // every step, which ends in NaN, whatever the lr. Refused here, so the non-finite
+        // error of the loop does not blame the lr for it.
+        let top_lr = o.lr.max(o.backbone_lr);
+        for (field, wd) in [
+            ("optim.weight_decay", Some(o.weight_decay)),
+            ("optim.norm_weight_decay", o.norm_weight_decay),
+            ("optim.bias_weight_decay", o.bias_weight_decay),
+        ] {
+            if let Some(wd) = wd.filter(|wd| wd.is_finite() && top_lr * wd >= 1.0) {
+                // 1e300 as 1e300, not as its 301 digits.
+                let shown = if wd >= 1e6 { format!("{wd:e}") } else { wd.to_string() };
+                invalid(
+                    field,
+                    shown,
+                    &format!(
+                        "times the lr ({top_lr:e}) is {:e}, at least 1: each step would shrink every weight past zero; weight decay is usually 1e-5 to 0.1",
+                        top_lr * wd
+                    ),
+                )?;
+            }
+        }
         fraction("optim.momentum", o.momentum)?;
         for b in o.betas {
             if !(0.0..1.0).contains(&b) {
@@ -210,13 +233,18 @@ impl TrainConfig {
                         "must be \"rel\" or \"abs\"",
                     )?;
                 }
-                let top = format!("val_top{}", t.top_k);
-                let known = ["val_loss", "val_acc", top.as_str(), "train_loss", "train_acc"];
-                if !known.contains(&monitor.as_str()) {
+                // The top-k name depends on the class count (k is clipped to it), checked by
+                // `validate_for_classes` once the data is open: here any k up to train.top_k.
+                let top_k = monitor.strip_prefix("val_top").and_then(|k| k.parse::<usize>().ok());
+                let known = ["val_loss", "val_acc", "train_loss", "train_acc"];
+                if !known.contains(&monitor.as_str()) && !top_k.is_some_and(|k| k >= 1 && k <= t.top_k) {
                     invalid(
                         "scheduler.monitor",
                         format!("{monitor:?}"),
-                        &format!("must be one of the metrics an epoch logs: {}", known.join(", ")),
+                        &format!(
+                            "must be one of the metrics an epoch logs: val_loss, val_acc, val_top{} (train.top_k, clipped to the class count), train_loss, train_acc",
+                            t.top_k
+                        ),
                     )?;
                 }
                 if !(*factor > 0.0 && *factor < 1.0) {
@@ -303,8 +331,39 @@ impl TrainConfig {
         if t.model_ema_steps == 0 {
             invalid("train.model_ema_steps", 0, "must be at least 1 optimizer step")?;
         }
-        if t.model_ema_warmup && !t.model_ema {
-            invalid("train.model_ema_warmup", true, "needs train.model_ema = true")?;
+        if !t.model_ema {
+            // As with Mixup's keys: a setting that would be silently ignored is refused, so a
+            // config never reads as if the EMA were on when it is off.
+            let defaults = super::LoopConfig::default();
+            let set: Vec<(&str, String)> = [
+                (
+                    "train.model_ema_decay",
+                    t.model_ema_decay != defaults.model_ema_decay,
+                    t.model_ema_decay.to_string(),
+                ),
+                (
+                    "train.model_ema_steps",
+                    t.model_ema_steps != defaults.model_ema_steps,
+                    t.model_ema_steps.to_string(),
+                ),
+                ("train.model_ema_warmup", t.model_ema_warmup, t.model_ema_warmup.to_string()),
+            ]
+            .into_iter()
+            .filter_map(|(k, set, v)| set.then_some((k, v)))
+            .collect();
+            if let Some((field, value)) = set.first() {
+                let keys: Vec<&str> = set.iter().map(|(k, _)| *k).collect();
+                invalid(
+                    field,
+                    value,
+                    &format!(
+                        "{} only {} effect with the model EMA on, and train.model_ema is false: set train.model_ema = true, or leave {} out",
+                        keys.join(" and "),
+                        if keys.len() == 1 { "takes" } else { "take" },
+                        if keys.len() == 1 { "it" } else { "them" }
+                    ),
+                )?;
+            }
         }
         if let Some(c) = t.grad_clip {
             positive("train.grad_clip", c)?;
@@ -334,6 +393,31 @@ impl TrainConfig {
 }
 
 impl TrainConfig {
+    /// The checks that need the data's class count, made once the data is open and before a
+    /// run folder is made: `scheduler.monitor` must name a metric an epoch logs, and the
+    /// top-k accuracy is logged as `val_top<k>` with `k = min(train.top_k, classes)`.
+    pub fn validate_for_classes(&self, classes: usize) -> Result<()> {
+        if let SchedulerConfig::Plateau { monitor, .. } = &self.scheduler {
+            let logged = self.train.top_k.min(classes.max(1));
+            if monitor.starts_with("val_top") && *monitor != format!("val_top{logged}") {
+                let why = if logged < self.train.top_k {
+                    format!(
+                        "with {classes} classes the top-{} accuracy is clipped to top-{logged} and logged as val_top{logged}",
+                        self.train.top_k
+                    )
+                } else {
+                    format!("the top-k accuracy is logged as val_top{logged} (train.top_k = {logged})")
+                };
+                return Err(RecipeError::InvalidConfig {
+                    field: "scheduler.monitor".to_string(),
+                    value: format!("{monitor:?}"),
+                    reason: format!("{why}: monitor val_top{logged}, or set train.top_k to the k you want"),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// TOML strings are UTF-8, so a path that is not cannot be written to `config.toml`.
     pub(crate) fn check_paths_are_utf8(&self) -> Result<()> {
         let paths = [

@@ -55,6 +55,7 @@ fn fit_on(
 ) -> Result<RunSummary> {
     config.validate()?;
     let splits = open_splits(&config)?;
+    config.validate_for_classes(splits.classes.len())?;
     // The architecture takes this image size (a ViT's patch grid): built once, uninitialised.
     let arch = model_architecture(&config)?;
     let spec = torchlight_nn::ModelSpec::new(2, i64::from(config.data.image_size));
@@ -208,6 +209,7 @@ fn resume_on(
         config.write_toml_file(run.config_path())?;
     }
     let splits = open_splits(&config)?;
+    config.validate_for_classes(splits.classes.len())?;
     let restart = schedule_start != card.schedule_start;
     train_run(config, splits, run, Some((last, !restart)), schedule_start, progress, world)
 }
@@ -443,10 +445,21 @@ fn model_ema(config: &TrainConfig, world_size: usize) -> Result<ModelEma> {
 }
 
 /// A Hub model folder as `model.pretrained`: its `config.json` reads, it has a weights file, and
-/// its `architecture` is the config's `model.name` (a mismatch would fail the load anyway, with
+/// its `architecture` is one the registry has and the config's `model.name` (a mismatch would fail the load anyway, with
 /// a list of keys instead of the reason).
 fn check_hub_folder(config: &TrainConfig, dir: &std::path::Path) -> Result<()> {
     let folder = torchlight_nn::read_hub_folder(dir)?;
+    if torchlight_nn::architecture(&folder.config.architecture).is_none() {
+        return Err(RecipeError::InvalidConfig {
+            field: "model.pretrained".into(),
+            value: dir.display().to_string(),
+            reason: format!(
+                "the weights folder holds a `{}` (its config.json's `architecture`), which is not a supported architecture; supported: {}",
+                folder.config.architecture,
+                torchlight_nn::architecture_names().join(", ")
+            ),
+        });
+    }
     if folder.config.architecture != config.model.name {
         return Err(RecipeError::InvalidConfig {
             field: "model.name".into(),

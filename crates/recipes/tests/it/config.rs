@@ -452,3 +452,147 @@ fn augmentation_keys_compose_torchvisions_preset_order() {
     let err = c.set("data.auto_augment", "augmix").unwrap_err();
     assert!(err.to_string().contains("data.auto_augment"), "{err}");
 }
+
+/// `scheduler.monitor = "val_top<k>"` is held to the metric an epoch logs, whose k is
+/// `train.top_k` clipped to the class count: the config alone accepts any k up to top_k, and
+/// the class count (known once the data is open) settles which one.
+#[test]
+fn a_top_k_monitor_is_the_metric_logged_for_the_class_count() {
+    let config = |monitor: &str| {
+        let mut c = TrainConfig::default();
+        c.set("scheduler.kind", "plateau").unwrap();
+        c.set("scheduler.monitor", monitor).unwrap();
+        c
+    };
+    // Three classes with train.top_k = 5: the epoch logs val_top3.
+    let c = config("val_top3");
+    c.validate().unwrap();
+    c.validate_for_classes(3).unwrap();
+    let err = c.validate_for_classes(10).unwrap_err().to_string();
+    assert!(err.contains("scheduler.monitor") && err.contains("logged as val_top5"), "{err}");
+    let c = config("val_top5");
+    c.validate().unwrap();
+    c.validate_for_classes(10).unwrap();
+    let err = c.validate_for_classes(3).unwrap_err().to_string();
+    assert!(
+        err.contains("scheduler.monitor") && err.contains("with 3 classes") && err.contains("val_top3"),
+        "{err}"
+    );
+    let err = config("val_top6").validate().unwrap_err().to_string();
+    assert!(err.contains("scheduler.monitor") && err.contains("val_top5"), "{err}");
+    config("val_loss").validate_for_classes(2).unwrap();
+}
+
+/// A weight decay whose step (lr times it) reaches 1 shrinks every weight past zero each
+/// step; it is refused by name, not left to the loop's non-finite error, which would blame the lr.
+#[test]
+fn an_absurd_weight_decay_is_refused_before_training() {
+    for (key, value) in [
+        ("optim.weight_decay", "1e300"),
+        ("optim.weight_decay", "1000"),
+        ("optim.norm_weight_decay", "1e300"),
+        ("optim.bias_weight_decay", "5000"),
+    ] {
+        let mut c = TrainConfig::default();
+        c.set(key, value).unwrap();
+        let err = c.validate().unwrap_err();
+        assert!(
+            matches!(&err, RecipeError::InvalidConfig { field, .. } if field == key),
+            "{key} = {value}: {err}"
+        );
+        assert!(err.to_string().contains("shrink every weight past zero"), "{err}");
+        assert!(err.to_string().len() < 300, "the value is written short: {err}");
+    }
+    // torchvision's and timm's recipes: SGD at 0.5 with 2e-5 (and 1e-4), AdamW at 3e-3 with 0.3.
+    let mut c = TrainConfig::default();
+    for (k, v) in [("optim.optimizer", "sgd"), ("optim.lr", "0.5"), ("optim.weight_decay", "1e-4")] {
+        c.set(k, v).unwrap();
+    }
+    c.validate().unwrap();
+    let mut c = TrainConfig::default();
+    c.set("optim.lr", "3e-3").unwrap();
+    c.set("optim.weight_decay", "0.3").unwrap();
+    c.validate().unwrap();
+}
+
+/// The EMA's settings without the EMA would be ignored without a word (as torchvision's
+/// script ignores `--model-ema-decay` without `--model-ema`); they are refused, naming every key set.
+#[test]
+fn ema_settings_without_the_ema_are_refused_naming_the_keys() {
+    let mut c = TrainConfig::default();
+    c.set("train.model_ema_decay", "0.999").unwrap();
+    c.set("train.model_ema_steps", "8").unwrap();
+    let err = c.validate().unwrap_err();
+    assert!(
+        matches!(&err, RecipeError::InvalidConfig { field, .. } if field == "train.model_ema_decay"),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("train.model_ema_decay and train.model_ema_steps")
+            && text.contains("train.model_ema = true"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
+    c.set("train.model_ema", "true").unwrap();
+    c.validate().unwrap();
+}
+
+/// A word-valued key given a number or a boolean says that a string is expected and which
+/// ones, from `--set` and from a file (not serde's "unit variant" or TOML's "string or table").
+#[test]
+fn a_word_key_given_a_number_says_a_string_is_expected() {
+    use torchlight_recipes::{AutoAugmentKind, SamplerKind};
+    for (key, value, words) in [
+        ("data.auto_augment", "1", "`none`, `ta_wide`, `ra`"),
+        ("data.sampler", "true", "`random` or `weighted`"),
+        ("optim.optimizer", "2", "`adamw`, `adam`, `sgd`"),
+        ("train.on_nonfinite", "0", "`stop` or `skip`"),
+        ("train.extend_schedule", "1", "`continue` or `restart`"),
+    ] {
+        let mut c = TrainConfig::default();
+        let err = c.set(key, value).unwrap_err().to_string();
+        assert!(
+            err.contains(key) && err.contains("expected a string") && err.contains(words),
+            "{key}: {err}"
+        );
+        assert!(!err.contains("variant"), "{key}: {err}");
+    }
+    let err = TrainConfig::from_toml_str("[data]\nauto_augment = 1\n").unwrap_err().to_string();
+    assert!(err.contains(":2:") && err.contains("expected a string: `none`, `ta_wide`, `ra`"), "{err}");
+    // Words still read, and a wrong word lists the right ones.
+    let c =
+        TrainConfig::from_toml_str("[data]\nauto_augment = \"ta_wide\"\nsampler = \"weighted\"\n").unwrap();
+    assert_eq!((c.data.auto_augment, c.data.sampler), (AutoAugmentKind::TaWide, SamplerKind::Weighted));
+    let err = TrainConfig::default().set("data.auto_augment", "augmix").unwrap_err().to_string();
+    assert!(err.contains("unknown variant `augmix`") && err.contains("`ta_wide`"), "{err}");
+}
+
+/// The seed's range is what a config holds, 0 to i64::MAX (TOML's integers), and a larger
+/// number is said to be too large, not "a string".
+#[test]
+fn a_seed_beyond_the_configs_integers_names_the_range() {
+    let mut c = TrainConfig::default();
+    for value in ["9223372036854775808", "18446744073709551615"] {
+        let err = c.set("train.seed", value).unwrap_err().to_string();
+        assert!(err.contains("train.seed") && err.contains("at most 9223372036854775807"), "{value}: {err}");
+        assert!(!err.contains("string"), "{err}");
+    }
+    c.set("train.seed", "9223372036854775807").unwrap();
+    c.validate().unwrap();
+    assert_eq!(TrainConfig::from_toml_str(&c.to_toml()).unwrap().train.seed, i64::MAX as u64);
+}
+
+/// A FIFO or a device as the config file is refused before it is opened (which would block,
+/// or read forever).
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_device_is_not_a_config_file() {
+    let dir = crate::temp_dir();
+    let fifo = dir.path().join("config.toml");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let err = TrainConfig::from_toml_file(&fifo).unwrap_err().to_string();
+    assert!(err.contains("config.toml") && err.contains("not a regular file"), "{err}");
+    let err = TrainConfig::from_toml_file("/dev/zero").unwrap_err().to_string();
+    assert!(err.contains("/dev/zero") && err.contains("not a regular file"), "{err}");
+}

@@ -521,3 +521,71 @@ fn a_hub_model_folder_fine_tunes_as_weights_and_a_wrong_architecture_is_named() 
     let err = fit(config, &Progress::quiet()).unwrap_err().to_string();
     assert!(err.contains("model.name") && err.contains("vit_tiny_patch16_224"), "{err}");
 }
+
+/// `scheduler.monitor = "val_top5"` with three classes (top-5 is clipped to top-3 and logged as
+/// `val_top3`) is refused once the data is open, before a run folder; `val_top3` trains.
+#[test]
+fn a_top_k_monitor_is_held_to_the_metric_the_class_count_logs() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let data = tmp.path().join("data");
+    shapes_dataset(&data, [8, 4, 0]);
+    let runs = tmp.path().join("runs");
+    let mut c = small_config(&data, &runs, 1);
+    c.train.top_k = 5;
+    c.set("scheduler.kind", "plateau").unwrap();
+    c.set("scheduler.monitor", "val_top5").unwrap();
+    let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        err.contains("scheduler.monitor") && err.contains("with 3 classes") && err.contains("val_top3"),
+        "{err}"
+    );
+    assert!(!runs.exists() || std::fs::read_dir(&runs).unwrap().next().is_none(), "no run folder");
+    c.set("scheduler.monitor", "val_top3").unwrap();
+    let summary = fit(c, &Progress::quiet()).unwrap();
+    assert!(summary.run_dir.join("checkpoints/best/meta.json").is_file());
+}
+
+/// Starting weights with a NaN are named as such, file and tensor, before training (not as a
+/// non-finite gradient to cure with a lower lr); a Hub folder of an architecture the registry
+/// lacks is said to be unsupported, listing those it has.
+#[test]
+fn nan_starting_weights_and_unsupported_hub_folders_name_the_cause() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let data = tmp.path().join("data");
+    shapes_dataset(&data, [8, 4, 0]);
+    let runs = tmp.path().join("runs");
+    let weights = tmp.path().join("nan.safetensors");
+    let mut state = torchlight_nn::state_dict(&torchlight_nn::resnet18(1000));
+    let (_, t) = state.iter_mut().find(|(k, _)| k == "layer1.0.conv1.weight").unwrap();
+    *t = t.copy();
+    let _ = t.get(0).get(0).get(0).get(0).fill_(f64::NAN);
+    torchlight_nn::write_safetensors(&state, &weights).unwrap();
+    let mut c = small_config(&data, &runs, 1);
+    c.model.pretrained = Some(weights);
+    let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        err.contains("model.pretrained")
+            && err.contains("nan.safetensors")
+            && err.contains("`layer1.0.conv1.weight`")
+            && err.contains("NaN"),
+        "{err}"
+    );
+    assert!(!err.contains("lower the lr") && !err.contains("epoch"), "{err}");
+
+    let hub = tmp.path().join("hub");
+    std::fs::create_dir_all(&hub).unwrap();
+    std::fs::write(hub.join("config.json"), r#"{"architecture": "resnet9000", "num_classes": 1000}"#)
+        .unwrap();
+    torchlight_nn::save_safetensors(&torchlight_nn::resnet18(1000), hub.join("model.safetensors")).unwrap();
+    c.model.pretrained = Some(hub);
+    let err = fit(c, &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        err.contains("`resnet9000`")
+            && err.contains("not a supported architecture")
+            && err.contains("resnet18"),
+        "{err}"
+    );
+    assert!(!err.contains("model.name = \"resnet9000\""), "{err}");
+}
