@@ -111,7 +111,9 @@ impl TrainConfig {
         }
 
         positive("optim.lr", o.lr)?;
-        positive("optim.backbone_lr", o.backbone_lr)?;
+        if let Some(lr) = o.backbone_lr {
+            positive("optim.backbone_lr", lr)?;
+        }
         non_negative("optim.weight_decay", o.weight_decay)?;
         fraction("optim.momentum", o.momentum)?;
         for b in o.betas {
