@@ -180,36 +180,44 @@ fn read_verified(dir: &Path, name: &str, meta: &Meta) -> Result<Vec<(String, Ten
     tensor_file::read_verified(&dir.join(name), record)
 }
 
+/// The `meta.json` of the checkpoint folder `requested` (its format and version checked) and
+/// the folder it was read from, without reading any tensor: what a caller needs to choose
+/// between checkpoints by their metric or position. Resolves an interrupted save as
+/// [`Checkpoint::load`] does.
+pub fn read_meta(requested: &Path) -> Result<(PathBuf, Meta)> {
+    let dir = resolve(requested).ok_or_else(|| CheckpointError::NotACheckpoint {
+        path: requested.to_path_buf(),
+        reason: format!("no {META_FILE}"),
+    })?;
+    let meta_path = dir.join(META_FILE);
+    let text = fs::read_to_string(&meta_path).map_err(io(&meta_path))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| CheckpointError::Corrupt { path: meta_path.clone(), reason: e.to_string() })?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
+        return Err(CheckpointError::NotACheckpoint {
+            path: dir.clone(),
+            reason: format!("{META_FILE} has no \"format\": \"{FORMAT}\""),
+        });
+    }
+    let version = value.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
+    if version > FORMAT_VERSION {
+        return Err(CheckpointError::NewerFormat {
+            path: meta_path,
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    let meta: Meta = serde_json::from_value(value)
+        .map_err(|e| CheckpointError::Corrupt { path: meta_path.clone(), reason: e.to_string() })?;
+    Ok((dir, meta))
+}
+
 impl Checkpoint {
     /// Reads the checkpoint folder `dir`, checking its format version and every file's size
     /// and checksum. If a save was interrupted between its two renames, the previous complete
     /// checkpoint beside `dir` is read instead (`self.dir` says which).
     pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
-        let requested = dir.as_ref();
-        let dir = resolve(requested).ok_or_else(|| CheckpointError::NotACheckpoint {
-            path: requested.to_path_buf(),
-            reason: format!("no {META_FILE}"),
-        })?;
-        let meta_path = dir.join(META_FILE);
-        let text = fs::read_to_string(&meta_path).map_err(io(&meta_path))?;
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| CheckpointError::Corrupt { path: meta_path.clone(), reason: e.to_string() })?;
-        if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Err(CheckpointError::NotACheckpoint {
-                path: dir.clone(),
-                reason: format!("{META_FILE} has no \"format\": \"{FORMAT}\""),
-            });
-        }
-        let version = value.get("format_version").and_then(|v| v.as_u64()).unwrap_or(0) as u32;
-        if version > FORMAT_VERSION {
-            return Err(CheckpointError::NewerFormat {
-                path: meta_path,
-                found: version,
-                supported: FORMAT_VERSION,
-            });
-        }
-        let meta: Meta = serde_json::from_value(value)
-            .map_err(|e| CheckpointError::Corrupt { path: meta_path.clone(), reason: e.to_string() })?;
+        let (dir, meta) = read_meta(dir.as_ref())?;
         let model = read_verified(&dir, MODEL_FILE, &meta)?;
         let training = read_verified(&dir, TRAINING_FILE, &meta)?.into_iter().collect();
         Ok(Checkpoint { dir, meta, model, training, optimizer_moved: false })

@@ -16,7 +16,7 @@ pub mod meta;
 mod tensor_file;
 
 pub use atomic::{finish_removals, resolve};
-pub use checkpoint::{export_weights, save, Checkpoint, Snapshot};
+pub use checkpoint::{export_weights, read_meta, save, Checkpoint, Snapshot};
 pub use error::{CheckpointError, Result};
 pub use manager::{CheckpointManager, Saved};
 pub use meta::{Meta, Metric, MetricMode, Progress, FORMAT_VERSION};

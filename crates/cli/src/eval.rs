@@ -62,6 +62,7 @@ pub fn run(args: Args) -> Result<()> {
     let support = m.confusion.support();
     if args.json {
         let json = serde_json::json!({
+            "checkpoint": loaded.from.to_json(),
             "data": dir,
             "images": m.count,
             "loss": m.loss,
@@ -75,6 +76,7 @@ pub fn run(args: Args) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(());
     }
+    outln!("checkpoint {}", loaded.from)?;
     outln!("{}: {} images", dir.display(), m.count)?;
     outln!("accuracy {:.4}   top{} {:.4}   loss {:.4}", m.top1, m.k, m.topk, m.loss)?;
     let width = classes.iter().map(String::len).max().unwrap_or(5).max(5);

@@ -1,6 +1,6 @@
 //! `torchlight export`.
 
-use crate::loaded::{checkpoint_dir, load};
+use crate::loaded::load;
 use crate::outln;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -72,9 +72,9 @@ pub fn run(args: Args) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
         Format::Safetensors => {
-            torchlight_checkpoint::export_weights(checkpoint_dir(&args.checkpoint)?, &args.out)?;
+            torchlight_checkpoint::export_weights(&loaded.from.dir, &args.out)?;
         }
     }
-    outln!("wrote {}", args.out.display())?;
+    outln!("wrote {} from checkpoint {}", args.out.display(), loaded.from)?;
     Ok(())
 }

@@ -4,41 +4,90 @@
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use tch::Device;
-use torchlight_checkpoint::Checkpoint;
+use torchlight_checkpoint::{Checkpoint, Metric};
 use torchlight_nn::Module;
 use torchlight_recipes::ModelCard;
 
 pub struct Loaded {
     pub model: Box<dyn Module>,
     pub card: ModelCard,
+    /// The checkpoint folder the weights came from, and what it was saved for.
+    pub from: LoadedFrom,
 }
 
-/// A run folder's selected checkpoint (`checkpoints/best`, or `checkpoints/best_ema` when the
-/// run selected its EMA weights), or `path` itself. A run folder with
-/// no `best` (no epoch had a finite validation score, e.g. an empty validation split) is an
-/// error saying so and naming `last`, not "not a Torchlight checkpoint".
-pub fn checkpoint_dir(path: &Path) -> Result<PathBuf> {
-    let checkpoints = path.join("checkpoints");
-    let best = checkpoints.join("best");
-    if best.is_dir() {
-        Ok(torchlight_recipes::selected_checkpoint(path))
-    } else if checkpoints.join("last").is_dir() {
-        anyhow::bail!(
-            "{}: the run has no best checkpoint (no epoch had a finite validation score: an empty validation split?); pass {} to use the last one",
-            path.display(),
-            checkpoints.join("last").display()
-        )
-    } else {
-        Ok(path.to_path_buf())
+/// Which checkpoint a command loaded: eval, predict and export say it (and put it in `--json`),
+/// since a run folder serves `best` or `best_ema`.
+pub struct LoadedFrom {
+    pub dir: PathBuf,
+    /// Epochs completed when it was saved.
+    pub epoch: u64,
+    /// The metric it was saved for (`val_acc` of `best`), if any.
+    pub metric: Option<Metric>,
+}
+
+impl LoadedFrom {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "path": self.dir,
+            "epoch": self.epoch,
+            "metric": self.metric.as_ref().map(|m| serde_json::json!({"name": m.name, "value": m.value})),
+        })
     }
 }
 
-/// Loads `path` (a checkpoint folder, or a run folder whose `checkpoints/best` is used).
+impl std::fmt::Display for LoadedFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (epoch {}", self.dir.display(), self.epoch)?;
+        if let Some(m) = &self.metric {
+            write!(f, ", {} {:.4}", m.name, m.value)?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// A run folder's selected checkpoint (`checkpoints/best`, or `checkpoints/best_ema` when its
+/// EMA weights validated better), or `path` itself. A run folder with no `best` is an error
+/// saying why there is none (training stopped before an epoch ended, or no epoch validated
+/// finite) and naming `last`; one with no checkpoint at all says so, not "no meta.json".
+pub fn checkpoint_dir(path: &Path) -> Result<PathBuf> {
+    let checkpoints = path.join("checkpoints");
+    let (best, last) = (checkpoints.join("best"), checkpoints.join("last"));
+    if best.is_dir() {
+        return Ok(torchlight_recipes::selected_checkpoint(path));
+    }
+    if last.is_dir() {
+        let why = match torchlight_checkpoint::read_meta(&last) {
+            Ok((_, meta)) if meta.progress.epoch == 0 => {
+                "training stopped before its first epoch ended, so no best exists yet (resume it with `torchlight train --resume` to train on)".to_string()
+            }
+            _ => "no epoch had a finite validation score (an empty validation split, or weights gone non-finite)".to_string(),
+        };
+        anyhow::bail!(
+            "{}: the run has no best checkpoint: {why}; pass {} to use the last one",
+            path.display(),
+            last.display()
+        )
+    }
+    if checkpoints.is_dir() || path.join("config.toml").is_file() {
+        anyhow::bail!(
+            "{}: a run folder with no checkpoint yet (training stopped before it saved one: at the end of the first epoch, or every train.checkpoint_every_steps)",
+            path.display()
+        )
+    }
+    Ok(path.to_path_buf())
+}
+
+/// Loads `path` (a checkpoint folder, or a run folder whose selected checkpoint is used).
 pub fn load(path: &Path, device: Device) -> Result<Loaded> {
     let dir = checkpoint_dir(path)?;
     let checkpoint = Checkpoint::load(&dir)?;
     let card = ModelCard::from_checkpoint(&checkpoint)?;
     let model = card.build_model(device)?;
     checkpoint.restore_model(model.as_ref()).with_context(|| format!("loading {}", dir.display()))?;
-    Ok(Loaded { model, card })
+    let from = LoadedFrom {
+        dir: checkpoint.dir.clone(),
+        epoch: checkpoint.meta.progress.epoch,
+        metric: checkpoint.meta.metric.clone(),
+    };
+    Ok(Loaded { model, card, from })
 }

@@ -52,20 +52,33 @@ pub fn run(args: Args) -> Result<()> {
     }
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
     // A file is an exported TorchScript module; a folder is a checkpoint or run folder.
-    let (runner, classes, preprocessing, run_limit, exif) = if args.checkpoint.is_file() {
+    let (runner, classes, preprocessing, run_limit, exif, source) = if args.checkpoint.is_file() {
         let mut module = load_torchscript(&args.checkpoint)?;
         let sidecar = Sidecar::of(&args.checkpoint)?;
         module.to(device, Kind::Float, false);
         check_outputs(&module, &sidecar, &args.checkpoint, device)?;
         let exif = sidecar.exif_transpose.unwrap_or(true);
-        (Runner::Script(module), sidecar.classes, sidecar.preprocessing, sidecar.max_image_pixels, exif)
+        let source = serde_json::json!({ "path": args.checkpoint });
+        (
+            Runner::Script(module),
+            sidecar.classes,
+            sidecar.preprocessing,
+            sidecar.max_image_pixels,
+            exif,
+            source,
+        )
     } else {
         let loaded = load(&args.checkpoint, device)?;
         let config = &loaded.card.config;
         let (classes, preprocessing, limit) =
             (loaded.card.classes.clone(), eval_preprocessing(config), config.data.max_image_pixels);
         let exif = config.data.exif_transpose;
-        (Runner::Native(Box::new(loaded)), classes, preprocessing, Some(limit), exif)
+        if !args.json {
+            // On stderr: standard output keeps one line per image.
+            eprintln!("checkpoint {}", loaded.from);
+        }
+        let source = loaded.from.to_json();
+        (Runner::Native(Box::new(loaded)), classes, preprocessing, Some(limit), exif, source)
     };
     if classes.is_empty() {
         bail!("{}: the model has no class names", args.checkpoint.display());
@@ -117,9 +130,10 @@ pub fn run(args: Args) -> Result<()> {
             .map(|(path, outcome)| match outcome {
                 Ok(top) => serde_json::json!({
                     "image": path,
+                    "checkpoint": source,
                     "top": top.iter().map(|(c, p)| serde_json::json!({"class": c, "probability": p})).collect::<Vec<_>>(),
                 }),
-                Err(e) => serde_json::json!({"image": path, "error": e}),
+                Err(e) => serde_json::json!({"image": path, "checkpoint": source, "error": e}),
             })
             .collect();
         outln!("{}", serde_json::to_string_pretty(&json)?)?;

@@ -4,8 +4,8 @@ use crate::outln;
 use anyhow::{anyhow, bail, Result};
 use std::path::PathBuf;
 use torchlight_nn::{
-    architecture, architecture_names, count_parameters, freeze_all_but, summary_table, LayerOptions,
-    ModelSpec,
+    architecture, architecture_names, count_parameters, freeze_all_but, freeze_batch_norm, summary_table,
+    LayerOptions, ModelSpec,
 };
 use torchlight_recipes::{param_groups, ParamGroupSummary, TrainConfig, MAX_CLASSES, MAX_IMAGE_SIZE};
 
@@ -56,9 +56,11 @@ pub fn run(args: Args) -> Result<()> {
     config.validate()?;
     let image_size = args.image_size.unwrap_or(i64::from(config.data.image_size));
     let model = arch.build(ModelSpec::new(args.num_classes, image_size), LayerOptions::default())?;
+    let mut model = model;
     if args.frozen_backbone {
         freeze_all_but(model.as_ref(), arch.head());
     }
+    let frozen_bn = if config.model.freeze_bn { freeze_batch_norm(model.as_mut()) } else { 0 };
     outln!("{}", summary_table(model.as_ref()).trim_end_matches('\n'))?;
     let count = count_parameters(model.as_ref());
     outln!(
@@ -67,6 +69,9 @@ pub fn run(args: Args) -> Result<()> {
         count.total,
         count.trainable
     )?;
+    if config.model.freeze_bn {
+        outln!("model.freeze_bn: {frozen_bn} BatchNorm layers frozen (running statistics fixed, weight and bias not trained)")?;
+    }
     let groups = ParamGroupSummary::of(&param_groups(&config, model.as_ref(), arch.head())?);
     outln!("{} parameter groups:", groups.len())?;
     for (i, g) in groups.iter().enumerate() {

@@ -39,10 +39,11 @@ pub struct Args {
     /// Images per batch.
     #[arg(long, allow_negative_numbers = true)]
     batch_size: Option<usize>,
-    /// Learning rate of the head.
+    /// Learning rate (of the head, and of the backbone when training from scratch).
     #[arg(long, allow_negative_numbers = true)]
     lr: Option<f64>,
-    /// Learning rate of the backbone once unfrozen.
+    /// Learning rate of the backbone once unfrozen (default: --lr from scratch, a tenth of it
+    /// with --weights).
     #[arg(long, allow_negative_numbers = true)]
     backbone_lr: Option<f64>,
     /// Epochs with the backbone frozen (only the head trains).

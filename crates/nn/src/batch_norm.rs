@@ -2,6 +2,7 @@
 
 use crate::module::{visit_modules_mut, Module};
 use crate::options::LayerOptions;
+use std::cell::RefCell;
 use tch::{Kind, Tensor};
 use torchlight_tensor::no_grad;
 
@@ -30,6 +31,13 @@ impl Default for BatchNormConfig {
 /// In training (`forward_t(.., true)`) it normalises with the batch's statistics and, when
 /// tracking, updates `running_mean` / `running_var` (unbiased) and increments
 /// `num_batches_tracked`; in evaluation it uses the running statistics and changes nothing.
+///
+/// # Panics
+/// Normalising with batch statistics over one value per channel (`N * H * W == 1`: a batch of
+/// one whose feature map is 1x1) panics with PyTorch's message, "Expected more than 1 value
+/// per channel when training, got input size [1, C, 1, 1]": its variance is 0 and its unbiased
+/// running variance NaN, which would poison the running statistics without a word.
+/// [`probe_single_value_batch_norm`] finds such an input without panicking.
 #[derive(Debug, Module)]
 pub struct BatchNorm2d {
     /// `[C]` scale, when affine.
@@ -125,10 +133,56 @@ fn set_batch_norm_frozen(module: &mut dyn Module, frozen: bool) -> usize {
     count
 }
 
+thread_local! {
+    /// While [`probe_single_value_batch_norm`] runs on this thread: the first input seen that
+    /// would leave a BatchNorm one value per channel, instead of a panic.
+    static PROBE: RefCell<Option<Option<Vec<i64>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `forward` (a training-mode forward pass) and returns the shape of the first input with
+/// which a [`BatchNorm2d`] in it would normalise over one value per channel (the case PyTorch
+/// refuses, see [`BatchNorm2d`]'s panics), or `None` when every BatchNorm sees more. Such a
+/// layer does not panic during the probe; its running statistics are then not to be trusted,
+/// so probe a throwaway model.
+pub fn probe_single_value_batch_norm(forward: impl FnOnce()) -> Option<Vec<i64>> {
+    PROBE.with(|p| *p.borrow_mut() = Some(None));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            PROBE.with(|p| *p.borrow_mut() = None);
+        }
+    }
+    let _reset = Reset;
+    forward();
+    PROBE.with(|p| p.borrow().clone().flatten())
+}
+
+/// PyTorch's `_verify_batch_size`: batch statistics need more than one value per channel.
+fn verify_batch_size(xs: &Tensor) {
+    let size = xs.size();
+    let values: i64 = size.first().copied().unwrap_or(1) * size.iter().skip(2).product::<i64>();
+    if values != 1 {
+        return;
+    }
+    let probed = PROBE.with(|p| match p.borrow_mut().as_mut() {
+        Some(first) => {
+            first.get_or_insert(size.clone());
+            true
+        }
+        None => false,
+    });
+    if !probed {
+        panic!("Expected more than 1 value per channel when training, got input size {size:?}");
+    }
+}
+
 impl tch::nn::ModuleT for BatchNorm2d {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         let train = train && !self.frozen;
         let tracking = self.running_mean.is_some();
+        if train || !tracking {
+            verify_batch_size(xs);
+        }
         let mut momentum = self.config.momentum.unwrap_or(0.0);
         if train {
             if let Some(n) = &self.num_batches_tracked {
@@ -159,6 +213,54 @@ mod tests {
     use crate::module::{count_parameters, freeze_all_but, named_buffers, named_parameters, unfreeze};
     use tch::nn::ModuleT;
     use tch::Device;
+
+    /// PyTorch refuses batch statistics over one value per channel
+    /// (`torch.nn.BatchNorm2d(3).train()(torch.zeros(1, 3, 1, 1))` raises "Expected more than 1
+    /// value per channel when training, got input size torch.Size([1, 3, 1, 1])"), in training
+    /// and without running statistics; evaluation, a frozen layer and two values pass.
+    #[test]
+    fn one_value_per_channel_in_training_panics_as_pytorch_refuses_it() {
+        let one = Tensor::zeros([1, 3, 1, 1], (Kind::Float, Device::Cpu));
+        let bn = BatchNorm2d::new(3, BatchNormConfig::default());
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bn.forward_t(&one, true)));
+        let message =
+            *caught.expect_err("a training forward over [1, 3, 1, 1]").downcast::<String>().unwrap();
+        assert_eq!(
+            message,
+            "Expected more than 1 value per channel when training, got input size [1, 3, 1, 1]"
+        );
+        assert_eq!(
+            bn.running_var.as_ref().unwrap().sum(Kind::Float).double_value(&[]),
+            3.0,
+            "statistics untouched"
+        );
+
+        let untracked =
+            BatchNorm2d::new(3, BatchNormConfig { track_running_stats: false, ..Default::default() });
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| untracked.forward_t(&one, false)))
+            .is_err());
+
+        let _ = bn.forward_t(&one, false);
+        let _ = bn.forward_t(&Tensor::zeros([2, 3, 1, 1], (Kind::Float, Device::Cpu)), true);
+        let _ = bn.forward_t(&Tensor::zeros([1, 3, 2, 1], (Kind::Float, Device::Cpu)), true);
+        let mut frozen = BatchNorm2d::new(3, BatchNormConfig::default());
+        freeze_batch_norm(&mut frozen);
+        let _ = frozen.forward_t(&one, true);
+
+        // The probe reports the first such input instead, once, and leaves the thread as it was.
+        let seen = probe_single_value_batch_norm(|| {
+            let _ = bn.forward_t(&one, true);
+            let _ = bn.forward_t(&Tensor::zeros([1, 3, 1, 1], (Kind::Float, Device::Cpu)), true);
+        });
+        assert_eq!(seen, Some(vec![1, 3, 1, 1]));
+        assert_eq!(
+            probe_single_value_batch_norm(|| drop(
+                bn.forward_t(&Tensor::zeros([2, 3, 1, 1], (Kind::Float, Device::Cpu)), true)
+            )),
+            None
+        );
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bn.forward_t(&one, true))).is_err());
+    }
 
     fn snapshot(m: &dyn Module) -> Vec<(String, Tensor)> {
         let mut all = named_parameters(m);

@@ -93,7 +93,9 @@ mod vision_transformer;
 
 pub use activation::{Hardsigmoid, Hardswish, LeakyReLU, ReLU, ReLU6, SiLU, Sigmoid, Tanh, GELU};
 pub use attention::MultiheadAttention;
-pub use batch_norm::{freeze_batch_norm, unfreeze_batch_norm, BatchNorm2d, BatchNormConfig};
+pub use batch_norm::{
+    freeze_batch_norm, probe_single_value_batch_norm, unfreeze_batch_norm, BatchNorm2d, BatchNormConfig,
+};
 pub use classifier::{classifier_of, Classifier};
 pub use conv::{Conv2d, Conv2dConfig};
 pub use conv_norm_activation::{Conv2dNormActivation, Norm};

@@ -32,7 +32,7 @@ pub use config::{
 };
 pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
 pub use error::{RecipeError, Result};
-pub use model::{build_model, model_architecture, pretrained_load_options};
+pub use model::{build_model, check_batch_norm_batches, model_architecture, pretrained_load_options};
 pub use optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 pub use run_dir::RunDir;
 pub use summary::{selected_checkpoint, ParamGroupSummary, RunSummary};

@@ -73,6 +73,41 @@ fn check_finite(model: &dyn Module, report: &LoadReport, weights: &Path) -> Resu
     Ok(())
 }
 
+/// Refuses a run whose smallest training batch, `smallest_batch` images, is one and leaves a
+/// BatchNorm of `config`'s model one value per channel at `data.image_size` (a 1x1 feature map:
+/// ResNets below 33 px): PyTorch refuses that batch ("Expected more than 1 value per channel
+/// when training"), and without the check its running statistics turn NaN while the run ends
+/// as if nothing happened. Probed with one training-mode forward pass of a throwaway,
+/// uninitialised model; nothing runs when no batch of one can occur or `model.freeze_bn` holds
+/// the statistics fixed.
+pub fn check_batch_norm_batches(config: &TrainConfig, smallest_batch: usize) -> Result<()> {
+    if smallest_batch != 1 || config.model.freeze_bn {
+        return Ok(());
+    }
+    let arch = model_architecture(config)?;
+    let model = arch.build(model_spec(config, 2), LayerOptions::default().skip_init())?;
+    let size = i64::from(config.data.image_size);
+    let input = tch::Tensor::zeros([1, 3, size, size], (tch::Kind::Float, Device::Cpu));
+    let seen = torchlight_nn::probe_single_value_batch_norm(|| {
+        let _guard = torchlight_tensor::no_grad();
+        drop(model.forward_t(&input, true));
+    });
+    let Some(shape) = seen else { return Ok(()) };
+    let (field, value, batch) = if config.train.batch_size == 1 {
+        ("train.batch_size", "1".to_string(), "train.batch_size = 1".to_string())
+    } else {
+        ("data.root", config.data.root.display().to_string(), "a training split of one image".to_string())
+    };
+    Err(RecipeError::InvalidConfig {
+        field: field.into(),
+        value,
+        reason: format!(
+            "with {batch} and data.image_size = {size}, a BatchNorm of {} gets one value per channel (its input {shape:?}), which PyTorch refuses (\"Expected more than 1 value per channel when training\") and which would turn its running statistics NaN: use train.batch_size of 2 or more, a larger data.image_size, or model.freeze_bn = true",
+            config.model.name
+        ),
+    })
+}
+
 /// How the pretrained file loads: strictly, except the head (new), after the config's key
 /// rewrites and with wrapper prefixes (`module.`, `model.`) stripped.
 pub fn pretrained_load_options(config: &TrainConfig, head: &str) -> Result<LoadOptions> {

@@ -15,7 +15,8 @@ use torchlight_train::Interval;
 
 /// The parameter groups of `config` for `model` (built by `config.model.name`), as optim's
 /// [`ParamGroupBuilder`] makes them: the head (the parameters under `head`, e.g. `fc.`) at
-/// `optim.lr`, the backbone at `optim.backbone_lr`; weight decay `optim.weight_decay` except
+/// `optim.lr`, the backbone at [`TrainConfig::backbone_lr`] (`optim.lr` from scratch, a tenth
+/// of it when fine-tuning, or `optim.backbone_lr` when set); weight decay `optim.weight_decay` except
 /// on 1-D parameters (biases, norm weights); `optim.bias_weight_decay` for every `bias` and
 /// `optim.norm_weight_decay` for normalisation layers, when set (torchvision's
 /// `set_weight_decay`, bias first); `optim.layer_decay` scales each layer's lr by
@@ -27,8 +28,9 @@ use torchlight_train::Interval;
 /// value is out of range (both named as their config field).
 pub fn param_groups(config: &TrainConfig, model: &dyn Module, head: &str) -> Result<ParamGroups> {
     let o = &config.optim;
-    let mut rules =
-        ParamGroupBuilder::new(o.backbone_lr).with_weight_decay(o.weight_decay).with_no_weight_decay_1d();
+    let mut rules = ParamGroupBuilder::new(config.backbone_lr())
+        .with_weight_decay(o.weight_decay)
+        .with_no_weight_decay_1d();
     if let Some(wd) = o.bias_weight_decay {
         rules = rules.with_bias_weight_decay(wd);
     }

@@ -51,18 +51,18 @@ pub struct RunSummary {
     pub ema_selected: bool,
 }
 
-/// The checkpoint a run folder's outputs come from: `checkpoints/best_ema` when its
-/// `summary.json` says the EMA weights were selected, else `checkpoints/best`.
+/// The checkpoint a run folder's outputs come from, decided from the checkpoints themselves:
+/// `checkpoints/best_ema` when its `ema_val_acc` beats `checkpoints/best`'s `val_acc` (the rule
+/// by which a run selects its EMA weights, [`RunSummary::ema_selected`]), else
+/// `checkpoints/best`. Not from `summary.json`, which a run extended and then interrupted
+/// leaves behind the checkpoints it has since saved.
 pub fn selected_checkpoint(run: &Path) -> PathBuf {
+    let best = run.join("checkpoints/best");
     let ema = run.join("checkpoints/best_ema");
-    let selected = std::fs::read_to_string(run.join("summary.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<RunSummary>(&text).ok())
-        .is_some_and(|s| s.ema_selected);
-    if selected && ema.join("meta.json").is_file() {
-        ema
-    } else {
-        run.join("checkpoints/best")
+    let metric = |dir: &Path| torchlight_checkpoint::read_meta(dir).ok().and_then(|(_, meta)| meta.metric);
+    match (metric(&best), metric(&ema)) {
+        (Some(raw), Some(averaged)) if raw.name == "val_acc" && averaged.value > raw.value => ema,
+        _ => best,
     }
 }
 
@@ -81,6 +81,10 @@ pub struct ParamGroupSummary {
     pub params: Vec<String>,
     /// The values its parameters hold.
     pub values: i64,
+    /// How many of its tensors do not train (`requires_grad` off when the groups were made:
+    /// the BatchNorms `model.freeze_bn` froze).
+    #[serde(default)]
+    pub frozen: usize,
 }
 
 impl ParamGroupSummary {
@@ -96,12 +100,14 @@ impl ParamGroupSummary {
                 layer: g.layer,
                 params: g.names().iter().map(|n| n.to_string()).collect(),
                 values: g.params.iter().map(|(_, t)| t.numel() as i64).sum(),
+                frozen: g.params.iter().filter(|(_, t)| !t.requires_grad()).count(),
             })
             .collect()
     }
 }
 
-/// `lr 0.0001, weight decay 0.01, 20 tensors, 11166912 values (weight decay): conv1.weight .. layer4.1.conv2.weight`
+/// `lr 0.0001, weight decay 0.01, 20 tensors, 11166912 values (weight decay): conv1.weight .. layer4.1.conv2.weight`,
+/// with `, 40 frozen` after the rules when some of its tensors do not train.
 impl fmt::Display for ParamGroupSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -113,6 +119,9 @@ impl fmt::Display for ParamGroupSummary {
             self.values,
             self.rules
         )?;
+        if self.frozen > 0 {
+            write!(f, ", {} frozen", self.frozen)?;
+        }
         match self.params.as_slice() {
             [] => Ok(()),
             [one] => write!(f, ": {one}"),
@@ -129,43 +138,36 @@ fn one() -> usize {
 mod tests {
     use super::*;
 
+    use torchlight_checkpoint::Snapshot;
+
+    /// The EMA weights serve the run exactly when their best checkpoint's `ema_val_acc` beats
+    /// `best`'s `val_acc`, whatever a (stale) `summary.json` says.
     #[test]
-    fn the_selected_checkpoint_follows_the_summary() {
+    fn the_selected_checkpoint_follows_the_checkpoints_not_the_summary() {
         let run = tempfile::tempdir().unwrap();
         let run = run.path();
-        let best = run.join("checkpoints/best");
-        assert_eq!(selected_checkpoint(run), best, "no summary yet");
-        let mut summary = RunSummary {
-            run_dir: run.to_path_buf(),
-            best_val_acc: 0.5,
-            best_epoch: 1,
-            test_acc: None,
-            test_topk_acc: None,
-            epochs: 1,
-            stopped_early: false,
-            seconds: 1.0,
-            train_images_per_s: 1.0,
-            classes: vec!["a".into()],
-            world_size: 1,
-            batch_size: 1,
-            param_groups: Vec::new(),
-            best_ema_val_acc: Some(0.75),
-            best_ema_epoch: Some(1),
-            ema_selected: true,
+        let (best, ema) = (run.join("checkpoints/best"), run.join("checkpoints/best_ema"));
+        let model = torchlight_nn::Linear::new(2, 2, true);
+        let save = |dir: &Path, name: &str, value: f64| {
+            let metric = torchlight_checkpoint::Metric {
+                name: name.into(),
+                value,
+                mode: torchlight_checkpoint::MetricMode::Max,
+                epoch: 1,
+            };
+            let snapshot = Snapshot { metric: Some(metric), ..Snapshot::model(&model) };
+            torchlight_checkpoint::save(dir, &snapshot).unwrap();
         };
-        let write = |s: &RunSummary| {
-            std::fs::write(run.join("summary.json"), serde_json::to_string(s).unwrap()).unwrap()
-        };
-        write(&summary);
-        assert_eq!(selected_checkpoint(run), best, "selected, but no best_ema checkpoint");
-        std::fs::create_dir_all(run.join("checkpoints/best_ema")).unwrap();
-        std::fs::write(run.join("checkpoints/best_ema/meta.json"), "{}").unwrap();
-        assert_eq!(selected_checkpoint(run), run.join("checkpoints/best_ema"));
-        summary.ema_selected = false;
-        write(&summary);
-        assert_eq!(selected_checkpoint(run), best);
-        // A summary written before EMA existed reads as not selected.
-        std::fs::write(run.join("summary.json"), r#"{"run_dir":"x","best_val_acc":0.5,"best_epoch":1,"test_acc":null,"test_topk_acc":null,"epochs":1,"stopped_early":false,"seconds":1,"train_images_per_s":1,"classes":[]}"#).unwrap();
+        assert_eq!(selected_checkpoint(run), best, "no checkpoint yet");
+        save(&best, "val_acc", 0.5);
+        assert_eq!(selected_checkpoint(run), best, "no best_ema");
+        save(&ema, "ema_val_acc", 0.75);
+        assert_eq!(selected_checkpoint(run), ema);
+        // A summary saying otherwise (written before the run went on) does not decide.
+        std::fs::write(run.join("summary.json"), r#"{"run_dir":"x","best_val_acc":0.9,"best_epoch":1,"test_acc":null,"test_topk_acc":null,"epochs":1,"stopped_early":false,"seconds":1,"train_images_per_s":1,"classes":[],"ema_selected":false}"#).unwrap();
+        assert_eq!(selected_checkpoint(run), ema);
+        // The raw model caught up: a tie keeps the raw weights, as the run's selection does.
+        save(&best, "val_acc", 0.75);
         assert_eq!(selected_checkpoint(run), best);
     }
 }

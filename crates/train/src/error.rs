@@ -90,6 +90,19 @@ pub enum TrainError {
         /// when even one image does not.
         fits: Option<usize>,
     },
+    /// A training batch left a BatchNorm layer one value per channel (a batch of one whose
+    /// feature map there is 1x1), which PyTorch refuses: its statistics would turn NaN.
+    #[error(
+        "a training batch of {batch_size} (inputs {input_shape:?}) leaves a BatchNorm layer one value per channel (its input {layer_input:?}); PyTorch refuses this (\"Expected more than 1 value per channel when training\"): train with batches of 2 or more, larger inputs, or the BatchNorm layers frozen"
+    )]
+    BatchNormSingleValue {
+        /// The batch size in use.
+        batch_size: usize,
+        /// The shape of the batch's first tensor (the inputs).
+        input_shape: Vec<i64>,
+        /// The BatchNorm layer's input, `[1, C, 1, 1]`.
+        layer_input: Vec<i64>,
+    },
     /// A metric was given outputs or targets it cannot use.
     #[error("{metric}: {reason}")]
     Metric {

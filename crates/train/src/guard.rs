@@ -176,6 +176,15 @@ pub fn is_out_of_memory(message: &str) -> bool {
     message.contains("out of memory")
 }
 
+/// The input shape in nn's BatchNorm panic over one value per channel ("Expected more than 1
+/// value per channel when training, got input size [1, 8, 1, 1]"), if `message` is that panic.
+pub fn batch_norm_single_value(message: &str) -> Option<Vec<i64>> {
+    let shape =
+        message.strip_prefix("Expected more than 1 value per channel when training, got input size ")?;
+    let inner = shape.trim().strip_prefix('[')?.strip_suffix(']')?;
+    inner.split(',').map(|d| d.trim().parse().ok()).collect()
+}
+
 /// The text of a panic payload (tch panics with libtorch's message).
 pub fn panic_message(payload: &(dyn Any + Send)) -> String {
     payload

@@ -63,6 +63,32 @@ impl EpochRecord {
         }
     }
 
+    /// The value of `name` as a candidate for the best epoch: as [`get`](Self::get) reads it,
+    /// but NaN, which never improves on anything, when any figure of the same stage (`train_`,
+    /// `val_`, `ema_val_`) is not finite. Weights gone non-finite can still score a number (an
+    /// accuracy of one class in three, every output NaN) beside a NaN loss; such an epoch is
+    /// not "best".
+    pub fn monitored(&self, name: &str) -> Option<f64> {
+        let value = self.get(name)?;
+        let stage = if name.starts_with("train_") {
+            &self.train
+        } else if name.starts_with("val_") {
+            &self.val
+        } else if name.starts_with("ema_val_") {
+            &self.ema_val
+        } else {
+            return Some(value);
+        };
+        Some(if stage.iter().all(|(_, v)| v.is_finite()) { value } else { f64::NAN })
+    }
+
+    /// The names of the validation figures (`val_`, `ema_val_`) that are not finite.
+    pub fn non_finite_validation(&self) -> Vec<String> {
+        let val = self.val.iter().map(|(k, v)| (format!("val_{k}"), *v));
+        let ema = self.ema_val.iter().map(|(k, v)| (format!("ema_val_{k}"), *v));
+        val.chain(ema).filter(|(_, v)| !v.is_finite()).map(|(k, _)| k).collect()
+    }
+
     /// Every value with its logged name, in column order.
     pub fn named_values(&self) -> Vec<(String, f64)> {
         let mut out = vec![("epoch".to_string(), self.epoch as f64), ("lr".to_string(), self.lr)];
@@ -190,6 +216,25 @@ mod tests {
             samples_per_s: 1234.5678,
             data_stall_pct: 0.0,
         }
+    }
+
+    /// A NaN validation loss beside an accuracy of 1.0: the accuracy is no candidate for best,
+    /// the other stages' figures still are, and the NaN is named.
+    #[test]
+    fn a_non_finite_figure_makes_its_stage_no_candidate_for_best() {
+        let r = record();
+        assert_eq!(r.get("val_acc"), Some(1.0));
+        assert!(r.monitored("val_acc").unwrap().is_nan());
+        assert_eq!(r.monitored("train_acc"), Some(2.0 / 3.0));
+        assert_eq!(r.monitored("lr"), Some(1e-5));
+        assert_eq!(r.monitored("val_top5"), None);
+        assert_eq!(r.non_finite_validation(), ["val_loss"]);
+        let finite =
+            EpochRecord { epoch: 2, val: vec![("loss".into(), 0.9), ("acc".into(), 0.5)], ..record() };
+        let monitor = crate::Monitor::max("val_acc");
+        assert_eq!(crate::best_of(&[finite.clone(), r.clone()], &monitor), Some((0.5, 2)));
+        assert_eq!(crate::best_of(&[r], &monitor), None);
+        assert!(finite.non_finite_validation().is_empty());
     }
 
     #[test]

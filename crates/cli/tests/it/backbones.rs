@@ -50,15 +50,22 @@ fn summary_prints_the_parameter_groups_of_the_optim_rules() {
     let out = ok(&["summary", "--model", "resnet18", "--num-classes", "3"]);
     assert!(out.contains("4 parameter groups:"), "{out}");
     assert!(out.contains("(prefix `fc.`, no weight decay): fc.bias"), "{out}");
+    // From scratch every group starts at optim.lr (1e-3).
+    assert!(out.contains("lr 1.0000e-3, weight decay 0.01, 20 tensors"), "{out}");
     // timm's resnet18 layers: the stem, eight blocks, the head; decay and no decay in each.
     let out = ok(&["summary", "--model", "resnet18", "--num-classes", "3", "--set", "optim.layer_decay=0.5"]);
     assert!(out.contains("20 parameter groups:"), "{out}");
     assert!(
         out.contains(
-            "lr 1.9531e-7, weight decay 0.01, 1 tensors, 9408 values (layer 0, weight decay): conv1.weight"
+            "lr 1.9531e-6, weight decay 0.01, 1 tensors, 9408 values (layer 0, weight decay): conv1.weight"
         ),
         "{out}"
     );
+    // model.freeze_bn: said, counted out of the trainable parameters and in the groups.
+    let out = ok(&["summary", "--model", "resnet18", "--num-classes", "3", "--set", "model.freeze_bn=true"]);
+    assert!(out.contains("model.freeze_bn: 20 BatchNorm layers frozen"), "{out}");
+    assert!(out.contains("(no weight decay), 40 frozen: bn1.weight"), "{out}");
+    assert!(out.contains("11176512 parameters (11166912 trainable)"), "{out}");
     let err = fails(&["summary", "--model", "resnet18", "--set", "optim.layer_decay=2"]);
     assert!(err.contains("optim.layer_decay") && err.contains("(0, 1]"), "{err}");
 }

@@ -14,8 +14,7 @@
 //! freeze_epochs = 2
 //!
 //! [optim]
-//! lr = 1e-3
-//! backbone_lr = 1e-4
+//! lr = 1e-3                  # the backbone fine-tunes at lr / 10 (optim.backbone_lr)
 //!
 //! [scheduler]
 //! kind = "cosine"
@@ -108,6 +107,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "train.top_k",
     "train.log_interval",
     "train.on_nonfinite",
+    "train.allow_nonfinite_val",
     "train.class_weights",
     "train.checkpoint_every_steps",
     "train.extend_schedule",
@@ -339,7 +339,8 @@ pub enum OptimizerKind {
 }
 
 /// The `[optim]` section. The parameter groups (optim's `ParamGroupBuilder`): the new head at
-/// `lr`, the backbone at `backbone_lr` (after any frozen epochs), each with `weight_decay`
+/// `lr`, the backbone at [`TrainConfig::backbone_lr`] (after any frozen epochs: `lr` from
+/// scratch, a tenth of it when fine-tuning pretrained weights), each with `weight_decay`
 /// except 1-D parameters (biases, norm weights), which get none; `norm_weight_decay`,
 /// `bias_weight_decay` and `layer_decay` refine this as torchvision's reference recipe and
 /// timm do. `torchlight summary --config FILE` prints the groups a model gets.
@@ -352,9 +353,12 @@ pub struct OptimConfig {
     /// Learning rate of the head (and of everything when the model has no separate head);
     /// AdamW's default 1e-3.
     pub lr: f64,
-    /// Learning rate of the backbone once unfrozen, 1e-4 by default (a tenth of the head's,
-    /// the usual fine-tuning ratio).
-    pub backbone_lr: f64,
+    /// Learning rate of the backbone once unfrozen. Unset (the default), it follows the run:
+    /// `lr` when the model trains from scratch (no `model.pretrained`), as a PyTorch script
+    /// with one optimizer lr trains every parameter, and `lr / 10`, the usual fine-tuning
+    /// ratio, when pretrained weights are loaded ([`TrainConfig::backbone_lr`]). Set, it is
+    /// the backbone's rate either way.
+    pub backbone_lr: Option<f64>,
     /// Weight decay; AdamW's default 0.01.
     pub weight_decay: f64,
     /// SGD momentum (ignored by Adam/AdamW); 0.9.
@@ -384,7 +388,7 @@ impl Default for OptimConfig {
         OptimConfig {
             optimizer: OptimizerKind::AdamW,
             lr: 1e-3,
-            backbone_lr: 1e-4,
+            backbone_lr: None,
             weight_decay: 0.01,
             momentum: 0.9,
             betas: [0.9, 0.999],
@@ -585,6 +589,10 @@ pub struct LoopConfig {
     /// lr and parameter (the default), or `skip` that optimizer step.
     #[serde(deserialize_with = "word")]
     pub on_nonfinite: NonFiniteAction,
+    /// Finish with success even when a validation figure (loss, accuracy, also of the EMA
+    /// weights) was NaN or Inf. Off by default: such a run says so at the end and fails (exit
+    /// status 1), after saving everything; its non-finite epochs are never `best`.
+    pub allow_nonfinite_val: bool,
     /// Cross-entropy class weights: `"none"`, `"balanced"` or one weight per class.
     pub class_weights: ClassWeights,
     /// Also save `checkpoints/last` every this many optimizer steps, mid-epoch (a run killed
@@ -623,6 +631,7 @@ impl Default for LoopConfig {
             top_k: 5,
             log_interval: 50,
             on_nonfinite: NonFiniteAction::Stop,
+            allow_nonfinite_val: false,
             class_weights: ClassWeights::default(),
             checkpoint_every_steps: None,
             extend_schedule: ExtendSchedule::Continue,
@@ -645,6 +654,24 @@ impl LoopConfig {
 }
 
 impl TrainConfig {
+    /// The learning rate the backbone trains at once unfrozen: `optim.backbone_lr` when set;
+    /// otherwise `optim.lr` from scratch (every parameter at the lr the user asked for, as one
+    /// `torch.optim` lr does) and `optim.lr / 10` when `model.pretrained` loads weights to
+    /// fine-tune.
+    pub fn backbone_lr(&self) -> f64 {
+        let o = &self.optim;
+        o.backbone_lr.unwrap_or(if self.model.pretrained.is_some() { o.lr / 10.0 } else { o.lr })
+    }
+
+    /// Where [`backbone_lr`](Self::backbone_lr) comes from, as the start of a run says it.
+    pub fn backbone_lr_rule(&self) -> &'static str {
+        match (self.optim.backbone_lr, self.model.pretrained.is_some()) {
+            (Some(_), _) => "optim.backbone_lr",
+            (None, true) => "optim.lr / 10, fine-tuning model.pretrained; set optim.backbone_lr to change it",
+            (None, false) => "optim.lr, training from scratch; set optim.backbone_lr to change it",
+        }
+    }
+
     /// Reads a TOML config file. Does not [`validate`](Self::validate): apply overrides first.
     /// Errors name the file, and the line and column where the parser knows them; a path that
     /// is not a regular file (a FIFO, a device) is refused before it is opened.

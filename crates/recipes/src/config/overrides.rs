@@ -89,6 +89,7 @@ fn is_optional(key: &str) -> bool {
         key,
         "model.pretrained"
             | "model.num_classes"
+            | "optim.backbone_lr"
             | "optim.norm_weight_decay"
             | "optim.bias_weight_decay"
             | "optim.layer_decay"

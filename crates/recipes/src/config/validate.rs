@@ -111,13 +111,15 @@ impl TrainConfig {
         }
 
         positive("optim.lr", o.lr)?;
-        positive("optim.backbone_lr", o.backbone_lr)?;
+        if let Some(lr) = o.backbone_lr {
+            positive("optim.backbone_lr", lr)?;
+        }
         non_negative("optim.weight_decay", o.weight_decay)?;
         // Each step shrinks a weight by lr * weight_decay of itself (AdamW's `p *= 1 - lr * wd`,
         // SGD's `lr * wd * p` in the gradient): at 1 or more it zeroes or flips every weight
         // every step, which ends in NaN, whatever the lr. Refused here, so the non-finite
         // error of the loop does not blame the lr for it.
-        let top_lr = o.lr.max(o.backbone_lr);
+        let top_lr = o.lr.max(self.backbone_lr());
         for (field, wd) in [
             ("optim.weight_decay", Some(o.weight_decay)),
             ("optim.norm_weight_decay", o.norm_weight_decay),

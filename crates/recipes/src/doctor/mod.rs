@@ -16,7 +16,7 @@ pub use short_run::{short_run, stall_finding};
 use crate::config::TrainConfig;
 use crate::error::{RecipeError, Result};
 use crate::image::{eval_preprocessing, loader, open_splits};
-use crate::model::{build_model, model_architecture};
+use crate::model::{build_model, check_batch_norm_batches, model_architecture};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -195,6 +195,24 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
         reason: "train/ yields no batch".into(),
     })??;
     let (x, y) = batch.to_device(device);
+
+    // A batch of one whose BatchNorm sees one value per channel fails every later stage as it
+    // fails training (the training loader drops a short last batch).
+    let smallest = torchlight_data::Dataset::len(&splits.train).min(config.train.batch_size);
+    if let Err(e) = check_batch_norm_batches(config, smallest) {
+        let reason = match &e {
+            RecipeError::InvalidConfig { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        };
+        let (figure, fix) = reason.split_once(": use ").unwrap_or((reason.as_str(), "a larger batch"));
+        report.findings.push(
+            Finding::new(2, "batch_norm_batch", Status::Fail, figure).fix(format!("use {fix}")).data(
+                serde_json::json!({ "smallest_batch": smallest, "image_size": config.data.image_size }),
+            ),
+        );
+        report.findings.push(skipped(3, "overfit and short run not run: fix the batch first"));
+        return Ok(report);
+    }
 
     seed_everything(config.train.seed);
     let model = build_model(config, num_classes, device)?;

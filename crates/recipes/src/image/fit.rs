@@ -5,7 +5,7 @@ use super::data::{class_weights, open_splits, sharded_loader, Splits};
 use crate::card::ModelCard;
 use crate::config::{ExtendSchedule, TrainConfig};
 use crate::error::{RecipeError, Result};
-use crate::model::{build_model, model_architecture};
+use crate::model::{build_model, check_batch_norm_batches, model_architecture};
 use crate::optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 use crate::run_dir::RunDir;
 use crate::summary::{ParamGroupSummary, RunSummary};
@@ -24,6 +24,7 @@ pub const RESUME_CHANGEABLE: &[&str] = &[
     "train.epochs",
     "train.device",
     "train.extend_schedule",
+    "train.allow_nonfinite_val",
     "train.checkpoint_every_steps",
     "train.log_interval",
     "data.workers",
@@ -75,6 +76,11 @@ fn fit_on(
             Ok(_) => {}
         }
     }
+    // The training loader drops a short last batch, so its smallest batch is a full one, or
+    // the whole (per-rank) split when that is smaller.
+    let world_size = world.as_deref().map_or(1, |w| w.world_size());
+    let per_rank = torchlight_data::Dataset::len(&splits.train).div_ceil(world_size);
+    check_batch_norm_batches(&config, per_rank.min(config.train.batch_size))?;
     let run = match world.as_deref() {
         None => RunDir::create_next(&config.train.out_dir)?,
         Some(w) => shared_run_dir(&config, w)?,
@@ -152,6 +158,15 @@ fn resume_on(
     let run = RunDir::open(run_dir)?;
     let saved = TrainConfig::from_toml_file(run.config_path())?;
     let last = run.checkpoints_dir()?.join("last");
+    if !last.exists() && torchlight_checkpoint::read_meta(&last).is_err() {
+        return Err(RecipeError::RunDir {
+            path: run.path().to_path_buf(),
+            reason: format!(
+                "there is no {} to resume from: training stopped before it saved one (at the end of the first epoch, or every train.checkpoint_every_steps); start the run again",
+                last.display()
+            ),
+        });
+    }
     let checkpoint = Checkpoint::load(&last)?;
     let card = ModelCard::from_checkpoint(&checkpoint)?;
     // The config the weights were trained with is the checkpoint's: a hand-edited
@@ -286,13 +301,23 @@ fn train_run(
     if let Some(w) = class_weights(&config, &splits, device)? {
         task = task.with_class_weights(w);
     }
+    let val_images = torchlight_data::Dataset::len(&splits.val);
     let mut train_loader = sharded_loader(splits.train, &config, true, device, shard)?;
     let mut val_loader = sharded_loader(splits.val, &config, false, device, shard)?;
     let head = model_architecture(&config)?.head();
     let mut model = build_model(&config, num_classes, device)?;
     let groups = ParamGroupSummary::of(&param_groups(&config, model.as_ref(), head)?);
+    progress.line(&format!(
+        "lr: head {:e}, backbone {:e} ({})",
+        config.optim.lr,
+        config.backbone_lr(),
+        config.backbone_lr_rule()
+    ));
     for (i, g) in groups.iter().enumerate() {
         progress.line(&format!("param group {i}: {g}"));
+    }
+    if config.model.freeze_bn {
+        progress.line("model.freeze_bn: every BatchNorm keeps its running statistics and its weight and bias do not train (the frozen tensors above)");
     }
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
     let steps_per_epoch = train_loader.len().div_ceil(t.accumulation_steps);
@@ -421,7 +446,50 @@ fn train_run(
         let text = serde_json::to_string_pretty(&summary).expect("the summary serialises");
         std::fs::write(&path, text).map_err(|e| RecipeError::io(&path, e))?;
     }
+    if val_images > 0 {
+        check_finite_validation(&fitted.history, &summary, t.allow_nonfinite_val, progress)?;
+    }
     Ok(summary)
+}
+
+/// A run whose validation figures were NaN or Inf (weights or BatchNorm statistics gone
+/// non-finite, e.g. under `train.on_nonfinite = "skip"`) says so, naming the epochs, and fails
+/// unless `train.allow_nonfinite_val`; those epochs were never taken as best.
+fn check_finite_validation(
+    history: &[torchlight_train::EpochRecord],
+    summary: &RunSummary,
+    allowed: bool,
+    progress: &Progress,
+) -> Result<()> {
+    let bad: Vec<String> = history
+        .iter()
+        .filter_map(|r| {
+            let names = r.non_finite_validation();
+            (!names.is_empty()).then(|| format!("epoch {} ({})", r.epoch, names.join(", ")))
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let best = if summary.best_epoch > 0 {
+        format!("checkpoints/best is epoch {}, the best finite one", summary.best_epoch)
+    } else {
+        "no epoch validated finite, so there is no best checkpoint".to_string()
+    };
+    let message = format!(
+        "validation was not finite at {}: the weights or the BatchNorm statistics went non-finite in training; {best}",
+        bad.join(", ")
+    );
+    progress.line(&format!("warning: {message}"));
+    if allowed {
+        return Ok(());
+    }
+    Err(RecipeError::RunDir {
+        path: summary.run_dir.clone(),
+        reason: format!(
+            "{message}; lower optim.lr or set train.grad_clip, or set train.allow_nonfinite_val = true to accept the run"
+        ),
+    })
 }
 
 /// The EMA `train.model_ema*` ask for: torchvision's (`--model-ema-decay` adjusted as its

@@ -52,7 +52,7 @@ device = "cpu"
     assert_eq!((c.data.image_size, c.data.workers), (160, 2));
     assert_eq!(c.model.pretrained, Some(PathBuf::from("weights/r34.safetensors")));
     assert_eq!((c.model.num_classes, c.model.freeze_epochs), (Some(5), 2));
-    assert_eq!((c.optim.lr, c.optim.backbone_lr, c.optim.momentum), (0.1, 0.01, 0.8));
+    assert_eq!((c.optim.lr, c.optim.backbone_lr, c.optim.momentum), (0.1, Some(0.01), 0.8));
     assert_eq!(c.scheduler, SchedulerConfig::Step { step_size: 3, gamma: 0.1 });
     assert_eq!((c.train.epochs, c.train.batch_size, c.train.amp), (6, 16, true));
     assert_eq!((c.train.grad_clip, c.train.early_stopping_patience), (Some(1.0), Some(2)));

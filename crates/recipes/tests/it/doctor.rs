@@ -203,7 +203,7 @@ fn overfitting_one_batch_passes_and_fails_on_a_frozen_model() {
     // A model whose weights cannot move (lr 0) does not memorise the batch: the check fails
     // and blames model or labels.
     let mut still = c.clone();
-    (still.optim.lr, still.optim.backbone_lr) = (0.0, 0.0);
+    (still.optim.lr, still.optim.backbone_lr) = (0.0, Some(0.0));
     let (_, _, fresh) = batch_and_model(&c);
     let ten = DoctorOptions { overfit_steps: 10, ..options() };
     let bad = overfit_batch(&fresh, "fc.", &batch, &still, &ten).unwrap();
@@ -242,7 +242,7 @@ fn the_short_run_flags_a_high_lr_a_frozen_model_and_a_dead_head() {
 
     let mut high = c.clone();
     high.optim.lr = 10.0;
-    high.optim.backbone_lr = 10.0;
+    high.optim.backbone_lr = Some(10.0);
     let (_, _, model) = batch_and_model(&c);
     let found = run(&model, &high);
     let lr = find(&found, "lr_sanity");
@@ -310,4 +310,22 @@ fn a_single_class_is_the_cause_not_a_learning_rate() {
     assert_eq!(count.status, Status::Fail, "{}", report.to_text());
     assert!(count.figure.contains("1 class folder (bar)"), "{count:?}");
     assert!(report.get("lr_sanity").is_none() && report.get("grad_flow").is_none(), "{}", report.to_text());
+}
+
+/// Batches of one at 32 px leave ResNet-18's last BatchNorm one value per channel: the doctor
+/// says so at stage 2, with the fix, instead of overfitting and running on NaN statistics.
+#[test]
+fn a_batch_of_one_that_breaks_batch_norm_fails_stage_two_with_the_fix() {
+    let tmp = temp_dir();
+    dataset(tmp.path(), [4, 2, 0]);
+    let mut c = config(tmp.path());
+    c.train.batch_size = 1;
+    let _lock = torch_rng_lock();
+    let report = doctor(&c, &options()).unwrap();
+    let text = report.to_text();
+    let f = find(&report.findings, "batch_norm_batch");
+    assert_eq!((f.stage, f.status), (2, Status::Fail), "{text}");
+    assert!(f.figure.contains("[1, 512, 1, 1]"), "{f:?}");
+    assert!(f.fix.as_deref().is_some_and(|fix| fix.contains("train.batch_size of 2 or more")), "{f:?}");
+    assert!(report.get("overfit_one_batch").is_none(), "{text}");
 }

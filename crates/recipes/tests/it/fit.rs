@@ -26,7 +26,7 @@ fn small_config(root: &Path, out: &Path, epochs: usize) -> TrainConfig {
     c.data.workers = 2;
     c.data.min_crop_scale = 0.5;
     c.optim.lr = 3e-3;
-    c.optim.backbone_lr = 3e-3;
+    c.optim.backbone_lr = Some(3e-3);
     c.train.epochs = epochs;
     c.train.batch_size = 16;
     c.train.top_k = 2;
@@ -42,7 +42,7 @@ fn fit_on_a_generated_set_learns_and_fills_the_run_folder() {
     shapes_dataset(&tmp.path().join("data"), [64, 16, 24]);
     let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 20);
     config.optim.lr = 1e-3;
-    config.optim.backbone_lr = 1e-3;
+    config.optim.backbone_lr = Some(1e-3);
     let summary = fit(config, &Progress::quiet()).unwrap();
     let run = &summary.run_dir;
     assert!(run.ends_with("exp_001"), "{}", run.display());
@@ -134,6 +134,100 @@ fn resuming_after_two_epochs_ends_where_four_straight_epochs_end() {
     assert_eq!(rows.iter().map(|r| r.epoch).collect::<Vec<_>>(), [1, 2, 3, 4]);
     let straight_rows = read_metrics_csv(straight.run_dir.join("metrics.csv")).unwrap();
     assert_eq!(rows[3].get("train_loss"), straight_rows[3].get("train_loss"));
+}
+
+/// Extending a finished run trains the added epochs at the schedule it promises from the first
+/// added step: cosine rebuilt over the new length and continued (`extend_schedule =
+/// "continue"`), or a fresh cosine over the added epochs (`"restart"`). Each epoch's lr in
+/// `metrics.csv` is that schedule's; the first added epoch once ran at the finished cosine's
+/// last lr, 0, leaving the weights as they were.
+#[test]
+fn an_extended_run_trains_its_added_epochs_at_the_new_schedules_lr() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [12, 4, 0]);
+    let lr = 3e-3;
+    // torch's CosineAnnealingLR (eta_min 0) at step `t` of `t_max`.
+    let cosine = |t: f64, t_max: f64| lr * (1.0 + (std::f64::consts::PI * t / t_max).cos()) / 2.0;
+    let lrs = |run: &Path| -> Vec<f64> {
+        read_metrics_csv(run.join("metrics.csv")).unwrap().iter().map(|r| r.lr).collect()
+    };
+    let weights = |run: &Path| {
+        let checkpoint = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+        checkpoint.model_state().iter().map(|(_, t)| t.copy()).collect::<Vec<_>>()
+    };
+    let extend = |run: &Path, mode: &str, epochs: &str| {
+        let changes =
+            [("train.extend_schedule".to_string(), mode.to_string()), ("train.epochs".into(), epochs.into())];
+        let before = weights(run);
+        resume(run, &changes, &Progress::quiet()).unwrap();
+        let after = weights(run);
+        assert!(
+            before.iter().zip(&after).any(|(a, b)| !a.equal(b)),
+            "{mode} to {epochs}: the weights did not move"
+        );
+    };
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 1);
+    config.scheduler = SchedulerConfig::Cosine { eta_min: 0.0 };
+
+    let run = fit(config.clone(), &Progress::quiet()).unwrap().run_dir;
+    extend(&run, "continue", "2");
+    extend(&run, "continue", "4");
+    let expected = [lr, cosine(1.0, 2.0), cosine(2.0, 4.0), cosine(3.0, 4.0)];
+    let got = lrs(&run);
+    assert_eq!(got.len(), 4);
+    for (epoch, (g, e)) in got.iter().zip(expected).enumerate() {
+        assert!(
+            (g - e).abs() <= 1e-12 * lr,
+            "continue: epoch {} at lr {g}, the rebuilt cosine's is {e}",
+            epoch + 1
+        );
+    }
+
+    let run = fit(config, &Progress::quiet()).unwrap().run_dir;
+    extend(&run, "restart", "3");
+    let expected = [lr, cosine(0.0, 2.0), cosine(1.0, 2.0)];
+    let got = lrs(&run);
+    assert_eq!(got.len(), 3);
+    for (epoch, (g, e)) in got.iter().zip(expected).enumerate() {
+        assert!(
+            (g - e).abs() <= 1e-12 * lr,
+            "restart: epoch {} at lr {g}, the fresh cosine's is {e}",
+            epoch + 1
+        );
+    }
+}
+
+/// Weights blown up by an absurd lr (each AdamW step moves them by about the lr; the forward
+/// pass then overflows to NaN and those steps are skipped) validate with a NaN loss beside an
+/// accuracy that still reads as a number. Such an epoch is never best, and the run says so
+/// and fails, unless `train.allow_nonfinite_val`.
+#[test]
+fn a_non_finite_validation_is_never_best_and_fails_the_run_unless_allowed() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [8, 4, 0]);
+    let mut c = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 1);
+    // No weight decay: lr x weight decay >= 1 is refused by the config.
+    (c.optim.lr, c.optim.backbone_lr, c.optim.weight_decay) = (1e20, None, 0.0);
+    c.train.on_nonfinite = NonFiniteAction::Skip;
+    let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        err.contains("validation was not finite at epoch 1 (val_loss")
+            && err.contains("no epoch validated finite, so there is no best checkpoint")
+            && err.contains("train.allow_nonfinite_val = true"),
+        "{err}"
+    );
+    let run = tmp.path().join("runs/exp_001");
+    let rows = read_metrics_csv(run.join("metrics.csv")).unwrap();
+    let (loss, acc) = (rows[0].get("val_loss").unwrap(), rows[0].get("val_acc").unwrap());
+    assert!(loss.is_nan() && acc.is_finite(), "val_loss {loss}, val_acc {acc}");
+    assert!(!run.join("checkpoints/best").exists(), "a NaN validation became best");
+    assert!(run.join("checkpoints/last/meta.json").is_file() && run.join("summary.json").is_file());
+
+    c.train.allow_nonfinite_val = true;
+    let summary = fit(c, &Progress::quiet()).unwrap();
+    assert_eq!(summary.best_epoch, 0);
 }
 
 /// The modern-recipe keys end to end: Mixup/CutMix with label smoothing folded in and a model
@@ -295,6 +389,25 @@ fn bad_starts_leave_no_run_folder_and_name_the_cause() {
         "{err}"
     );
     std::fs::remove_file(data.join("val/bar/notes.jpg")).unwrap();
+    // Batches of one at 32 px: ResNet-18's last BatchNorm sees a 1x1 map, one value per
+    // channel, which PyTorch refuses (the run once ended rc 0 with NaN statistics as best).
+    let mut c = small_config(&data, &runs, 1);
+    c.train.batch_size = 1;
+    let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        err.contains("train.batch_size")
+            && err.contains("data.image_size = 32")
+            && err.contains("[1, 512, 1, 1]")
+            && err.contains("Expected more than 1 value per channel when training"),
+        "{err}"
+    );
+    // Frozen BatchNorms keep their statistics, so a batch of one is fine; so are larger images.
+    c.model.freeze_bn = true;
+    c.validate().unwrap();
+    torchlight_recipes::check_batch_norm_batches(&c, 1).unwrap();
+    c.model.freeze_bn = false;
+    c.data.image_size = 64;
+    torchlight_recipes::check_batch_norm_batches(&c, 1).unwrap();
     // A single class: refused (a classifier would "learn" it with a loss of 0).
     for split in ["train", "val", "test"] {
         let _ = std::fs::remove_dir_all(data.join(split).join("circle"));

@@ -155,3 +155,45 @@ fn layer_decay_on_a_model_without_layer_ids_is_a_config_error() {
     let m = architecture("test-linear").unwrap().build_default(2).unwrap();
     assert!(matches!(param_groups(&c, m.as_ref(), ""), Err(RecipeError::InvalidConfig { .. })));
 }
+
+/// From scratch every group trains at `optim.lr`, as one `torch.optim` lr trains every
+/// parameter (the backbone once trained at a fixed 1e-4 whatever the run, a tenth of the
+/// default lr); fine-tuning pretrained weights puts the backbone at a tenth of it, and a set
+/// `optim.backbone_lr` wins either way.
+#[test]
+fn the_backbone_lr_is_the_lr_from_scratch_and_a_tenth_of_it_when_fine_tuning() {
+    let name = "resnet18";
+    let m = model(name);
+    let head = architecture(name).unwrap().head();
+    // (in the head, lr bits) of every parameter.
+    let lrs = |c: &TrainConfig| -> BTreeSet<(bool, u64)> {
+        c.validate().unwrap();
+        let groups = param_groups(c, m.as_ref(), head).unwrap();
+        groups
+            .groups()
+            .iter()
+            .flat_map(|g| g.names().into_iter().map(|n| (n.starts_with(head), g.lr.to_bits())))
+            .collect()
+    };
+    let rates = |head_lr: f64, backbone_lr: f64| {
+        BTreeSet::from([(true, head_lr.to_bits()), (false, backbone_lr.to_bits())])
+    };
+    let mut scratch = config(name);
+    scratch.set("optim.lr", "0.02").unwrap();
+    assert_eq!(lrs(&scratch), rates(0.02, 0.02), "from scratch");
+    assert_eq!(
+        scratch.backbone_lr_rule(),
+        "optim.lr, training from scratch; set optim.backbone_lr to change it"
+    );
+
+    let mut tuned = scratch.clone();
+    tuned.set("model.pretrained", "weights.pth").unwrap();
+    assert_eq!(lrs(&tuned), rates(0.02, 0.02 / 10.0), "fine-tuning");
+
+    for mut c in [scratch, tuned] {
+        c.set("optim.backbone_lr", "0.003").unwrap();
+        assert_eq!(lrs(&c), rates(0.02, 0.003), "optim.backbone_lr set");
+        c.set("optim.backbone_lr", "none").unwrap();
+        assert_eq!(c.optim.backbone_lr, None);
+    }
+}

@@ -96,7 +96,7 @@ impl Callback for ModelCheckpoint {
     fn on_train_epoch_end(&mut self, ctx: &mut Context<'_>, record: &EpochRecord) -> Result<()> {
         let Some(manager) = &mut self.manager else { return Ok(()) };
         let name = self.monitor.as_ref().map_or(&ctx.monitor.name, |m| &m.name);
-        let value = record.get(name).unwrap_or(f64::NAN);
+        let value = record.monitored(name).unwrap_or(f64::NAN);
         let saved = manager.save(ctx.snapshot(), value)?;
         let last = manager.last();
         if saved.best {

@@ -37,7 +37,7 @@ impl Callback for EarlyStopping {
 
     fn on_train_epoch_end(&mut self, ctx: &mut Context<'_>, record: &EpochRecord) -> Result<()> {
         let monitor = self.monitor.as_ref().unwrap_or(ctx.monitor);
-        let value = record.get(&monitor.name).unwrap_or(f64::NAN);
+        let value = record.monitored(&monitor.name).unwrap_or(f64::NAN);
         if monitor.mode.improves(value, self.best) {
             self.best = Some(value);
             self.stale = 0;

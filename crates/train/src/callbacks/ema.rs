@@ -410,7 +410,7 @@ impl Callback for ModelEma {
 
     fn on_train_epoch_end(&mut self, ctx: &mut Context<'_>, record: &EpochRecord) -> Result<()> {
         let Some((dir, monitor)) = &self.best_checkpoint else { return Ok(()) };
-        let Some(value) = record.get(&monitor.name) else { return Ok(()) };
+        let Some(value) = record.monitored(&monitor.name) else { return Ok(()) };
         if !monitor.mode.improves(value, self.best.map(|b| b.0)) || self.ema.is_empty() {
             return Ok(());
         }

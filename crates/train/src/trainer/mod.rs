@@ -515,11 +515,12 @@ impl Trainer {
     }
 }
 
-/// The best value of `monitor` over `history`, with its epoch.
+/// The best value of `monitor` over `history`, with its epoch; an epoch with a non-finite figure
+/// in the monitored stage is never best ([`EpochRecord::monitored`]).
 pub fn best_of(history: &[EpochRecord], monitor: &Monitor) -> Option<(f64, u64)> {
     let mut best: Option<(f64, u64)> = None;
     for r in history {
-        if let Some(v) = r.get(&monitor.name) {
+        if let Some(v) = r.monitored(&monitor.name) {
             if monitor.mode.improves(v, best.map(|b| b.0)) {
                 best = Some((v, r.epoch as u64));
             }

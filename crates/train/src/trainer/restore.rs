@@ -27,6 +27,15 @@ impl<M: AsDynModule + ?Sized, T: ?Sized> Run<'_, M, T> {
             checkpoint.meta.grad_scaler.is_some().then_some(self.runner.scaler_mut());
         let progress =
             checkpoint.restore(self.model.as_dyn(), Some(&mut *self.optimizer), scheduler, scaler)?;
+        // The optimizer's lrs come back as they were saved: the schedule's at the saved step. A
+        // schedule built anew for this resume (more epochs, continued or restarted) has others
+        // at its position, which the optimizer takes now, so the first added step trains at the
+        // new schedule's lr and not at the finished one's last (0 after a cosine). For the
+        // schedule the run was saved with they are the same values.
+        if let Some((s, _)) = trainer.scheduler.as_mut() {
+            let at = s.last_epoch();
+            s.step_to(at, &mut *self.optimizer)?;
+        }
         let saved = &checkpoint.meta.loop_state;
         if let Some(history) = saved.get("history") {
             self.history = history_from_json(history)?;

@@ -266,6 +266,16 @@ impl StepRunner {
             Ok(out) => out?,
             Err(payload) => {
                 let message = guard::panic_message(payload.as_ref());
+                if let Some(layer_input) = guard::batch_norm_single_value(&message) {
+                    clear_grads(model.as_dyn());
+                    self.micro = 0;
+                    self.pending.clear();
+                    return Err(TrainError::BatchNormSingleValue {
+                        batch_size: batch.len(),
+                        input_shape: batch.tensors().first().map(|t| t.size()).unwrap_or_default(),
+                        layer_input,
+                    });
+                }
                 if !guard::is_out_of_memory(&message) {
                     std::panic::resume_unwind(payload);
                 }

@@ -669,6 +669,54 @@ fn out_of_memory_reports_the_largest_batch_that_fits() {
     assert!(!model.weight.grad().defined(), "the failed step left no gradient behind");
 }
 
+/// Classification over a BatchNorm's `[N, 3, 1, 1]` output, flattened to logits.
+struct NormedLogits;
+
+impl Task<torchlight_nn::BatchNorm2d, (Tensor, Tensor)> for NormedLogits {
+    fn step(
+        &self,
+        model: &torchlight_nn::BatchNorm2d,
+        batch: &(Tensor, Tensor),
+        stage: Stage,
+    ) -> Result<StepOutput> {
+        let logits = model.forward_t(&batch.0, stage == Stage::Train).flatten(1, -1);
+        Ok(StepOutput {
+            loss: logits.cross_entropy_for_logits(&batch.1),
+            output: logits,
+            target: batch.1.shallow_clone(),
+        })
+    }
+}
+
+/// A training batch of one through a BatchNorm over a 1x1 map is refused as PyTorch refuses
+/// it, naming the batch, instead of filling the running statistics with NaN; a batch of two
+/// trains.
+#[test]
+fn a_batch_norm_left_one_value_per_channel_stops_the_step_with_the_batch_named() {
+    let model = torchlight_nn::BatchNorm2d::new(3, torchlight_nn::BatchNormConfig::default());
+    let batch = |n: i64| {
+        (
+            Tensor::rand([n, 3, 1, 1], (Kind::Float, Device::Cpu)),
+            Tensor::zeros([n], (Kind::Int64, Device::Cpu)),
+        )
+    };
+    let mut runner = StepRunner::new(StepConfig::default(), Device::Cpu).unwrap();
+    let err = runner.forward_backward(&model, &NormedLogits, &batch(1)).unwrap_err();
+    match &err {
+        TrainError::BatchNormSingleValue { batch_size, input_shape, layer_input } => {
+            assert_eq!(
+                (*batch_size, input_shape.as_slice(), layer_input.as_slice()),
+                (1, &[1i64, 3, 1, 1][..], &[1i64, 3, 1, 1][..])
+            );
+        }
+        other => panic!("expected BatchNormSingleValue, got {other:?}"),
+    }
+    assert!(err.to_string().contains("Expected more than 1 value per channel when training"), "{err}");
+    let var = model.running_var.as_ref().unwrap();
+    assert!(bool::try_from(var.isfinite().all()).unwrap(), "the running statistics stayed finite");
+    runner.forward_backward(&model, &NormedLogits, &batch(2)).unwrap();
+}
+
 /// A model with two inputs, as a text model has (ids and lengths): features and a per-sample
 /// scale. Its one-tensor forward is the scale-1 case.
 #[derive(Debug, torchlight_nn::Module)]
