@@ -65,7 +65,7 @@ fn summary_prints_the_parameter_groups_of_the_optim_rules() {
     let out = ok(&["summary", "--model", "resnet18", "--num-classes", "3", "--set", "model.freeze_bn=true"]);
     assert!(out.contains("model.freeze_bn: 20 BatchNorm layers frozen"), "{out}");
     assert!(out.contains("(no weight decay), 40 frozen: bn1.weight"), "{out}");
-    assert!(out.contains("11176512 parameters (11166912 trainable)"), "{out}");
+    assert!(out.contains("11178051 parameters (11168451 trainable)"), "{out}");
     let err = fails(&["summary", "--model", "resnet18", "--set", "optim.layer_decay=2"]);
     assert!(err.contains("optim.layer_decay") && err.contains("(0, 1]"), "{err}");
 }
