@@ -60,6 +60,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "model.num_classes",
     "model.freeze_epochs",
     "model.freeze_bn",
+    "model.freeze_bn_while_frozen",
     "optim.optimizer",
     "optim.lr",
     "optim.backbone_lr",
@@ -310,6 +311,11 @@ pub struct ModelConfig {
     /// updated, weight and bias not trained, also once `freeze_epochs` unfreeze the backbone.
     /// The fix for fine-tuning with batches too small for good batch statistics. Default off.
     pub freeze_bn: bool,
+    /// Keep the BatchNorms of the frozen backbone fixed during the `freeze_epochs` too
+    /// (running statistics used, not updated), as Lightning's `BackboneFinetuning(train_bn=False)`;
+    /// they train again with the backbone. Off by default (Lightning's `train_bn=True`: the
+    /// statistics adapt to the new data while the weights are frozen). Needs `freeze_epochs`.
+    pub freeze_bn_while_frozen: bool,
 }
 
 impl Default for ModelConfig {
@@ -321,6 +327,7 @@ impl Default for ModelConfig {
             num_classes: None,
             freeze_epochs: 0,
             freeze_bn: false,
+            freeze_bn_while_frozen: false,
         }
     }
 }

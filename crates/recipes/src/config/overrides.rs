@@ -184,6 +184,7 @@ mod tests {
             c.optim.norm_weight_decay = Some(0.0);
             c.optim.bias_weight_decay = Some(0.0);
             c.optim.layer_decay = Some(0.75);
+            c.optim.backbone_lr = Some(1e-4);
             c.scheduler = s;
             let t = toml::Table::try_from(&c).unwrap();
             for (section, v) in t {

@@ -102,6 +102,13 @@ impl TrainConfig {
                 invalid("model.key_rewrite", rewrite, &e.to_string())?;
             }
         }
+        if m.freeze_bn_while_frozen && m.freeze_epochs == 0 {
+            invalid(
+                "model.freeze_bn_while_frozen",
+                true,
+                "takes effect only while the backbone is frozen: set model.freeze_epochs, or leave it out",
+            )?;
+        }
         if m.freeze_epochs > t.epochs {
             invalid(
                 "model.freeze_epochs",

@@ -340,7 +340,10 @@ fn train_run(
         .data_seed(t.seed)
         .progress(progress.clone())
         .config(serde_json::to_value(&card).expect("the model card serialises"))
-        .callback(BackboneFinetuning::new(config.model.freeze_epochs as u64, head))
+        .callback(
+            BackboneFinetuning::new(config.model.freeze_epochs as u64, head)
+                .with_frozen_batch_norm(config.model.freeze_bn_while_frozen),
+        )
         .run_dir(run.path());
     if mixing {
         let mut mix = MixupCutMix::new(num_classes, t.mixup_alpha, t.cutmix_alpha)?

@@ -496,7 +496,9 @@ fn freeze_bn_keeps_every_batch_norm_bit_for_bit_through_a_frozen_then_unfrozen_f
     let before: std::collections::HashMap<String, Tensor> =
         torchlight_nn::state_dict(&pretrained).into_iter().collect();
 
-    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 2);
+    // Three epochs: the backbone thaws once (the second epoch after it once failed with
+    // "unfreezing left the trainable count", the frozen BatchNorms read as a frozen backbone).
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 3);
     config.model.pretrained = Some(weights);
     config.model.freeze_epochs = 1;
     config.model.freeze_bn = true;
@@ -523,7 +525,51 @@ fn freeze_bn_keeps_every_batch_norm_bit_for_bit_through_a_frozen_then_unfrozen_f
         20 * 5,
         "weight, bias, running_mean, running_var, num_batches_tracked of 20 BatchNorms"
     );
-    assert_eq!(moved, 20, "every convolution of the unfrozen backbone trained in epoch 2");
+    assert_eq!(moved, 20, "every convolution of the unfrozen backbone trained in epochs 2-3");
+}
+
+/// `model.freeze_bn_while_frozen` (Lightning's `train_bn=False`): while the backbone is frozen
+/// its BatchNorms keep the pretrained statistics, bit for bit; once it thaws (here in a resumed
+/// run extended by an epoch) they train. Without the key they adapt during the frozen epoch.
+#[test]
+fn freeze_bn_while_frozen_keeps_the_frozen_backbones_statistics_until_it_thaws() {
+    use torchlight_checkpoint::Checkpoint;
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [8, 4, 0]);
+    let weights = tmp.path().join("r18.safetensors");
+    torchlight_nn::save_safetensors(&torchlight_nn::resnet18(3), &weights).unwrap();
+    let pretrained: Vec<(String, tch::Tensor)> = torchlight_nn::read_safetensors(&weights).unwrap();
+    let statistics = |run: &Path| -> Vec<(String, tch::Tensor)> {
+        let checkpoint = Checkpoint::load(run.join("checkpoints/last")).unwrap();
+        checkpoint
+            .model_state()
+            .iter()
+            .filter(|(k, _)| k.ends_with("running_mean"))
+            .map(|(k, t)| (k.clone(), t.copy()))
+            .collect()
+    };
+    let unchanged = |got: &[(String, tch::Tensor)]| {
+        got.iter().filter(|(k, t)| pretrained.iter().any(|(p, w)| p == k && w.equal(t))).count()
+    };
+    let run = |out: &str, on: bool| {
+        let mut c = small_config(&tmp.path().join("data"), &tmp.path().join(out), 1);
+        c.model.pretrained = Some(weights.clone());
+        c.model.freeze_epochs = 1;
+        c.model.freeze_bn_while_frozen = on;
+        fit(c, &Progress::quiet()).unwrap().run_dir
+    };
+    let kept = run("on", true);
+    assert_eq!(unchanged(&statistics(&kept)), 20, "all 20 BatchNorms kept their statistics while frozen");
+    resume(&kept, &[("train.epochs".into(), "2".into())], &Progress::quiet()).unwrap();
+    assert_eq!(unchanged(&statistics(&kept)), 0, "thawed, every BatchNorm trains");
+    let adapted = run("off", false);
+    assert_eq!(unchanged(&statistics(&adapted)), 0, "without the key the statistics adapt while frozen");
+
+    let mut c = small_config(&tmp.path().join("data"), &tmp.path().join("x"), 1);
+    c.model.freeze_bn_while_frozen = true;
+    let err = c.validate().unwrap_err().to_string();
+    assert!(err.contains("model.freeze_bn_while_frozen") && err.contains("model.freeze_epochs"), "{err}");
 }
 
 #[test]
