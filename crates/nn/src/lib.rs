@@ -63,6 +63,8 @@ mod conv_norm_activation;
 mod convnext;
 mod dropout;
 mod efficientnet;
+mod embedding;
+mod embedding_bag;
 mod error;
 mod flatten;
 pub mod init;
@@ -110,6 +112,8 @@ pub use efficientnet::{
     efficientnet_v2_s_on, efficientnet_v2_s_setting, EfficientNet, EfficientNetConfig, FusedMBConv, MBConv,
     MBConvConfig, MBConvKind,
 };
+pub use embedding::{Embedding, EmbeddingConfig};
+pub use embedding_bag::{EmbeddingBag, EmbeddingBagConfig, EmbeddingBagMode};
 pub use error::{NnError, Result};
 pub use flatten::{Flatten, Identity, Permute};
 pub use inputs::{Inputs, MultiInput};
