@@ -63,6 +63,8 @@ mod conv_norm_activation;
 mod convnext;
 mod dropout;
 mod efficientnet;
+mod embedding;
+mod embedding_bag;
 mod error;
 mod flatten;
 pub mod init;
@@ -78,11 +80,13 @@ mod module;
 mod module_dict;
 mod module_list;
 mod options;
+mod packed_sequence;
 mod pooling;
 mod pth;
 mod pth_write;
 mod registry;
 mod resnet;
+mod rnn;
 mod sequential;
 mod squeeze_excitation;
 mod state_dict;
@@ -110,6 +114,8 @@ pub use efficientnet::{
     efficientnet_v2_s_on, efficientnet_v2_s_setting, EfficientNet, EfficientNetConfig, FusedMBConv, MBConv,
     MBConvConfig, MBConvKind,
 };
+pub use embedding::{Embedding, EmbeddingConfig};
+pub use embedding_bag::{EmbeddingBag, EmbeddingBagConfig, EmbeddingBagMode};
 pub use error::{NnError, Result};
 pub use flatten::{Flatten, Identity, Permute};
 pub use inputs::{Inputs, MultiInput};
@@ -133,6 +139,7 @@ pub use module::{
 pub use module_dict::ModuleDict;
 pub use module_list::ModuleList;
 pub use options::LayerOptions;
+pub use packed_sequence::{pack_padded_sequence, pad_packed_sequence, PackedSequence};
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
 pub use pth::{read_pth, read_pth_checkpoint, STATE_DICT_ENTRIES};
 pub use pth_write::{save_pth, write_pth};
@@ -143,6 +150,7 @@ pub use resnet::{
     resnet101, resnet101_on, resnet152, resnet152_on, resnet18, resnet18_on, resnet34, resnet34_on, resnet50,
     resnet50_on, resnet_by_name, resnet_by_name_on, BasicBlock, BlockKind, Bottleneck, ResNet,
 };
+pub use rnn::{GruOutput, LstmOutput, RnnConfig, GRU, LSTM};
 pub use sequential::Sequential;
 pub use squeeze_excitation::SqueezeExcitation;
 pub use state_dict::{

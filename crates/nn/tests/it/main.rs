@@ -14,6 +14,7 @@ mod losses;
 mod pth;
 mod resnet_parity;
 mod structure;
+mod text_layers;
 mod timm;
 mod var_store;
 mod weight_files;
