@@ -1,7 +1,8 @@
 //! Integration tests of torchlight-nn, in one binary (each test binary links libtorch).
 //! Reference values come from real PyTorch: small committed fixtures made by
 //! `tests/fixtures/make_small.py`, and fixtures generated at test time by `make_resnet.py`
-//! (ResNets) and `make_backbones.py` (the other backbones and their layers).
+//! (ResNets), `make_backbones.py` (the other backbones and their layers) and
+//! `make_transformer.py` (masked attention).
 //! Tests that draw from torch's generator hold [`torch_rng_lock`].
 
 mod backbone_layers;
@@ -15,6 +16,7 @@ mod pth;
 mod resnet_parity;
 mod structure;
 mod timm;
+mod transformer;
 mod var_store;
 mod weight_files;
 
