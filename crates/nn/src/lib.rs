@@ -79,6 +79,7 @@ mod module_dict;
 mod module_list;
 mod options;
 mod pooling;
+mod positional;
 mod pth;
 mod pth_write;
 mod registry;
@@ -134,6 +135,7 @@ pub use module_dict::ModuleDict;
 pub use module_list::ModuleList;
 pub use options::LayerOptions;
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use positional::LearnedPositionalEmbedding;
 pub use pth::{read_pth, read_pth_checkpoint, STATE_DICT_ENTRIES};
 pub use pth_write::{save_pth, write_pth};
 pub use registry::{
