@@ -89,6 +89,7 @@ mod squeeze_excitation;
 mod state_dict;
 mod stochastic_depth;
 mod timm;
+mod transformer;
 mod var_store;
 mod vision_transformer;
 
@@ -156,6 +157,9 @@ pub use tch::nn::ModuleT;
 pub use timm::{
     hub_weights_file, parse_hub_config, read_hub_folder, timm_layout, timm_to_torchvision, HubConfig,
     HubFolder, PretrainedCfg, HUB_WEIGHT_FILES,
+};
+pub use transformer::{
+    TransformerActivation, TransformerEncoder, TransformerEncoderLayer, TransformerEncoderLayerConfig,
 };
 pub use var_store::VarStoreModule;
 pub use vision_transformer::{

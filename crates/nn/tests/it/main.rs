@@ -2,7 +2,7 @@
 //! Reference values come from real PyTorch: small committed fixtures made by
 //! `tests/fixtures/make_small.py`, and fixtures generated at test time by `make_resnet.py`
 //! (ResNets), `make_backbones.py` (the other backbones and their layers) and
-//! `make_transformer.py` (masked attention, positional embedding).
+//! `make_transformer.py` (the transformer encoder, masked attention, positional embedding).
 //! Tests that draw from torch's generator hold [`torch_rng_lock`].
 
 mod backbone_layers;
