@@ -1,5 +1,5 @@
 //! `MultiheadAttention` (`torch.nn.MultiheadAttention` with `batch_first=True`), the attention
-//! of the Vision Transformer.
+//! of the Vision Transformer and of `TransformerEncoderLayer`, with PyTorch's `key_padding_mask`.
 
 use crate::init::{constant_, xavier_uniform_};
 use crate::linear::Linear;
@@ -15,8 +15,10 @@ use tch::Tensor;
 ///
 /// `forward_t(x, train)` is self-attention (`mha(x, x, x, need_weights=False)[0]`);
 /// [`MultiheadAttention::attend`] takes separate query, key and value. Attention dropout
-/// applies in training only. Masks, `add_bias_kv`, `add_zero_attn` and different key/value
-/// sizes are not supported.
+/// applies in training only. [`MultiheadAttention::self_attention`] and
+/// [`MultiheadAttention::attend_masked`] take PyTorch's `key_padding_mask` (`[N, S]`, true at
+/// padding). `attn_mask`, `is_causal`, `add_bias_kv`, `add_zero_attn`, returned attention
+/// weights and different key/value sizes are not supported.
 #[derive(Debug, Module)]
 pub struct MultiheadAttention {
     /// `[3E, E]`: the query, key and value projections, stacked.
@@ -82,20 +84,83 @@ impl MultiheadAttention {
     }
 
     /// Scaled dot-product attention of the heads and the output projection: `[N, L, E]`.
-    fn heads(&self, q: &Tensor, k: &Tensor, v: &Tensor, train: bool) -> Tensor {
+    /// `mask` is an additive `[N, 1, 1, S]` mask, broadcast over heads and queries.
+    fn heads(&self, q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<Tensor>, train: bool) -> Tensor {
         let dropout = if train { self.dropout } else { 0.0 };
-        let out = Tensor::scaled_dot_product_attention(q, k, v, None::<Tensor>, dropout, false, None, false);
+        let out = Tensor::scaled_dot_product_attention(q, k, v, mask, dropout, false, None, false);
         self.out_proj.forward_t(&out.transpose(1, 2).flatten(2, 3), train)
+    }
+
+    /// PyTorch's `key_padding_mask` as the additive mask the attention kernel takes, as
+    /// `F._canonical_mask` makes it: a bool mask becomes 0 where a key takes part and `-inf`
+    /// at padding (true), in the query's dtype; a float mask is added as it is. `[N, 1, 1, S]`.
+    fn additive_key_mask(mask: &Tensor, query: &Tensor, batch: i64, src_len: i64) -> Tensor {
+        assert_eq!(
+            mask.size(),
+            [batch, src_len],
+            "MultiheadAttention: key_padding_mask must be [N, S] = [{batch}, {src_len}] (true at padding)"
+        );
+        let mask = mask.to_device(query.device());
+        let additive = if mask.kind() == tch::Kind::Bool {
+            Tensor::zeros(mask.size(), (query.kind(), query.device())).masked_fill(&mask, f64::NEG_INFINITY)
+        } else if mask.is_floating_point() {
+            mask.to_kind(query.kind())
+        } else {
+            panic!(
+                "MultiheadAttention: key_padding_mask must be bool or floating point, not {:?}",
+                mask.kind()
+            )
+        };
+        additive.view([batch, 1, 1, src_len])
+    }
+
+    /// Self-attention of `xs` `[N, L, E]` with PyTorch's `key_padding_mask` (`[N, L]`, bool,
+    /// true at padding: those keys get no attention; or a float mask added to the scores):
+    /// `mha(x, x, x, key_padding_mask=mask, need_weights=False)[0]`, `[N, L, E]`. Without a mask it
+    /// is `forward_t`. Outputs at padded query positions are computed as PyTorch's training
+    /// path computes them (attending to the valid keys); a sequence that is all padding gives
+    /// NaN, as in PyTorch.
+    ///
+    /// # Panics
+    /// When the mask is not `[N, L]`, or neither bool nor floating point.
+    pub fn self_attention(&self, xs: &Tensor, key_padding_mask: Option<&Tensor>, train: bool) -> Tensor {
+        let e = self.embed_dim();
+        let (n, l) = (xs.size()[0], xs.size()[1]);
+        let mask = key_padding_mask.map(|m| Self::additive_key_mask(m, xs, n, l));
+        let qkv = xs
+            .linear(&self.in_proj_weight, self.in_proj_bias.as_ref())
+            .unflatten(-1, [3, self.num_heads, e / self.num_heads])
+            .permute([2, 0, 3, 1, 4]);
+        self.heads(&qkv.get(0), &qkv.get(1), &qkv.get(2), mask, train)
     }
 
     /// Attention of `query` `[N, L, E]` over `key` and `value` `[N, S, E]`: `[N, L, E]`
     /// (`mha(query, key, value, need_weights=False)[0]`).
     pub fn attend(&self, query: &Tensor, key: &Tensor, value: &Tensor, train: bool) -> Tensor {
+        self.attend_masked(query, key, value, None, train)
+    }
+
+    /// [`MultiheadAttention::attend`] with PyTorch's `key_padding_mask` over the keys (`[N, S]`,
+    /// bool true at padding, or a float mask added to the scores): `mha(query, key, value,
+    /// key_padding_mask=mask, need_weights=False)[0]`, `[N, L, E]`.
+    ///
+    /// # Panics
+    /// When the mask is not `[N, S]`, or neither bool nor floating point.
+    pub fn attend_masked(
+        &self,
+        query: &Tensor,
+        key: &Tensor,
+        value: &Tensor,
+        key_padding_mask: Option<&Tensor>,
+        train: bool,
+    ) -> Tensor {
         let e = self.embed_dim();
+        let (n, s) = (key.size()[0], key.size()[1]);
+        let mask = key_padding_mask.map(|m| Self::additive_key_mask(m, query, n, s));
         let q = self.project(query, 0..e);
         let k = self.project(key, e..2 * e);
         let v = self.project(value, 2 * e..3 * e);
-        self.heads(&q, &k, &v, train)
+        self.heads(&q, &k, &v, mask, train)
     }
 }
 
@@ -103,11 +168,6 @@ impl ModuleT for MultiheadAttention {
     /// Self-attention of `[N, L, E]`: one packed projection, as PyTorch does when query, key
     /// and value are the same tensor.
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let e = self.embed_dim();
-        let qkv = xs
-            .linear(&self.in_proj_weight, self.in_proj_bias.as_ref())
-            .unflatten(-1, [3, self.num_heads, e / self.num_heads])
-            .permute([2, 0, 3, 1, 4]);
-        self.heads(&qkv.get(0), &qkv.get(1), &qkv.get(2), train)
+        self.self_attention(xs, None, train)
     }
 }

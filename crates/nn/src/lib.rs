@@ -82,6 +82,7 @@ mod module_list;
 mod options;
 mod packed_sequence;
 mod pooling;
+mod positional;
 mod pth;
 mod pth_write;
 mod registry;
@@ -92,6 +93,7 @@ mod squeeze_excitation;
 mod state_dict;
 mod stochastic_depth;
 mod timm;
+mod transformer;
 mod var_store;
 mod vision_transformer;
 
@@ -141,6 +143,7 @@ pub use module_list::ModuleList;
 pub use options::LayerOptions;
 pub use packed_sequence::{pack_padded_sequence, pad_packed_sequence, PackedSequence};
 pub use pooling::{AdaptiveAvgPool2d, AvgPool2d, MaxPool2d};
+pub use positional::LearnedPositionalEmbedding;
 pub use pth::{read_pth, read_pth_checkpoint, STATE_DICT_ENTRIES};
 pub use pth_write::{save_pth, write_pth};
 pub use registry::{
@@ -162,6 +165,9 @@ pub use tch::nn::ModuleT;
 pub use timm::{
     hub_weights_file, parse_hub_config, read_hub_folder, timm_layout, timm_to_torchvision, HubConfig,
     HubFolder, PretrainedCfg, HUB_WEIGHT_FILES,
+};
+pub use transformer::{
+    TransformerActivation, TransformerEncoder, TransformerEncoderLayer, TransformerEncoderLayerConfig,
 };
 pub use var_store::VarStoreModule;
 pub use vision_transformer::{

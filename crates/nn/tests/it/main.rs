@@ -1,7 +1,8 @@
 //! Integration tests of torchlight-nn, in one binary (each test binary links libtorch).
 //! Reference values come from real PyTorch: small committed fixtures made by
 //! `tests/fixtures/make_small.py`, and fixtures generated at test time by `make_resnet.py`
-//! (ResNets) and `make_backbones.py` (the other backbones and their layers).
+//! (ResNets), `make_backbones.py` (the other backbones and their layers) and
+//! `make_transformer.py` (the transformer encoder, masked attention, positional embedding).
 //! Tests that draw from torch's generator hold [`torch_rng_lock`].
 
 mod backbone_layers;
@@ -16,6 +17,7 @@ mod resnet_parity;
 mod structure;
 mod text_layers;
 mod timm;
+mod transformer;
 mod var_store;
 mod weight_files;
 
