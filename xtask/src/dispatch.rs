@@ -34,6 +34,8 @@ pub const PASSES: &[(&str, &str, &[&str])] = &[
             "layers::",
             "losses::",
             "weight_files::",
+            // `layers::` also takes `text_layers::` (Embedding, EmbeddingBag, LSTM, GRU).
+            "transformer::",
         ],
     ),
     ("torchlight-optim", "crates/optim", &["--skip", "cuda::"]),
