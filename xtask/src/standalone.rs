@@ -1,7 +1,7 @@
 //! The crates as dependencies, checked by `cargo xtask test` after the workspace's own tests:
 //!
-//! 1. no libtorch: `torchlight-vision`, `torchlight-data` without `tch` and `torchlight-base`
-//!    have no tch/torch-sys in their dependency tree, and build and pass their tests with
+//! 1. no libtorch: `torchlight-vision`, `torchlight-text`, `torchlight-data` without `tch` and
+//!    `torchlight-base` have no tch/torch-sys in their dependency tree, and build and pass their tests with
 //!    `LIBTORCH` pointing nowhere;
 //! 2. the facade's features: `torchlight` builds with no features, with each libtorch-free
 //!    feature alone, and with `nn` alone (the smallest set that links libtorch). Every other
@@ -59,11 +59,11 @@ fn run(mut cmd: Command, what: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// vision, data without `tch` and base: no tch or torch-sys in the tree, and their tests pass
+/// vision, text, data without `tch` and base: no tch or torch-sys in the tree, and their tests pass
 /// with `LIBTORCH` pointing at a folder that does not exist (were torch-sys in the build, its
 /// build script would fail there).
 fn no_libtorch(root: &Path, cargo: fn() -> Command) -> Result<()> {
-    let packages = ["torchlight-base", "torchlight-data", "torchlight-vision"];
+    let packages = ["torchlight-base", "torchlight-data", "torchlight-vision", "torchlight-text"];
     for package in packages {
         let mut tree = cargo();
         tree.current_dir(root).args([
@@ -89,7 +89,7 @@ fn no_libtorch(root: &Path, cargo: fn() -> Command) -> Result<()> {
         test.args(["-p", package]);
     }
     test.env("LIBTORCH", root.join("target/no-libtorch-here"));
-    run(test, "the no-libtorch tests (vision, data without tch, base)").map(drop)
+    run(test, "the no-libtorch tests (vision, text, data without tch, base)").map(drop)
 }
 
 /// The crates a library loop must not pull in: the recipes, image folders and config files.

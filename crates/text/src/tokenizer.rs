@@ -1,0 +1,103 @@
+//! The `Tokenizer` trait (a document to token ids, and a file that travels with the model),
+//! and `load_tokenizer`, which opens either kind of tokenizer file.
+
+use crate::error::{Result, TextError};
+use crate::hf_tokenizer::HfTokenizer;
+use crate::word_vocab::{WordVocab, WORD_VOCAB_TYPE};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Turns a document into token ids, and saves itself to a file that can travel with a run
+/// folder and an exported model.
+///
+/// Shared by reference between loader threads, hence `Send + Sync`.
+pub trait Tokenizer: Send + Sync {
+    /// The token ids of `text`, as the model reads them (a loaded Hugging Face tokenizer adds
+    /// its special tokens, e.g. BERT's `[CLS]` and `[SEP]`). Not padded or truncated here: the
+    /// collates do both.
+    ///
+    /// # Errors
+    /// [`TextError::Tokenizer`] when the tokenizer fails on the text.
+    fn encode(&self, text: &str) -> Result<Vec<u32>>;
+
+    /// The number of ids (every id is below it): an embedding's `num_embeddings`.
+    fn vocab_size(&self) -> usize;
+
+    /// The id padding positions hold: an embedding's `padding_idx`.
+    fn pad_id(&self) -> u32;
+
+    /// The id of an unknown token, or `None` for a tokenizer that can encode any text (a
+    /// byte-level BPE).
+    fn unk_id(&self) -> Option<u32>;
+
+    /// Writes the tokenizer to `path` as JSON ([`load_tokenizer`] reads it back).
+    ///
+    /// # Errors
+    /// [`TextError::Write`] naming the file.
+    fn save(&self, path: &Path) -> Result<()>;
+}
+
+impl<T: Tokenizer + ?Sized> Tokenizer for Arc<T> {
+    fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        (**self).encode(text)
+    }
+
+    fn vocab_size(&self) -> usize {
+        (**self).vocab_size()
+    }
+
+    fn pad_id(&self) -> u32 {
+        (**self).pad_id()
+    }
+
+    fn unk_id(&self) -> Option<u32> {
+        (**self).unk_id()
+    }
+
+    fn save(&self, path: &Path) -> Result<()> {
+        (**self).save(path)
+    }
+}
+
+impl<T: Tokenizer + ?Sized> Tokenizer for Box<T> {
+    fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        (**self).encode(text)
+    }
+
+    fn vocab_size(&self) -> usize {
+        (**self).vocab_size()
+    }
+
+    fn pad_id(&self) -> u32 {
+        (**self).pad_id()
+    }
+
+    fn unk_id(&self) -> Option<u32> {
+        (**self).unk_id()
+    }
+
+    fn save(&self, path: &Path) -> Result<()> {
+        (**self).save(path)
+    }
+}
+
+/// Opens a saved tokenizer of either kind: a [`WordVocab`] file (its JSON says
+/// `"type": "torchlight-word-vocab"`) or a Hugging Face `tokenizer.json` ([`HfTokenizer`]).
+///
+/// # Errors
+/// [`TextError::Io`] for an unreadable file, [`TextError::Tokenizer`] naming the file when it
+/// is neither kind (or has no padding token; see [`HfTokenizer::from_file`]).
+pub fn load_tokenizer(path: impl AsRef<Path>) -> Result<Box<dyn Tokenizer>> {
+    let path = path.as_ref();
+    let text =
+        std::fs::read_to_string(path).map_err(|error| TextError::Io { path: path.to_path_buf(), error })?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| TextError::Tokenizer {
+        path: Some(path.to_path_buf()),
+        reason: format!("not JSON: {e}"),
+    })?;
+    if value.get("type").and_then(|t| t.as_str()) == Some(WORD_VOCAB_TYPE) {
+        Ok(Box::new(WordVocab::from_json(&text, Some(path))?))
+    } else {
+        Ok(Box::new(HfTokenizer::from_json(&text, Some(path), None)?))
+    }
+}
