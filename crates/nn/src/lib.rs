@@ -92,6 +92,7 @@ mod sequential;
 mod squeeze_excitation;
 mod state_dict;
 mod stochastic_depth;
+mod text_classifiers;
 mod timm;
 mod transformer;
 mod var_store;
@@ -162,6 +163,10 @@ pub use state_dict::{
 };
 pub use stochastic_depth::{StochasticDepth, StochasticDepthMode};
 pub use tch::nn::ModuleT;
+pub use text_classifiers::{
+    lengths_from_padding, BiLstmClassifier, Conv1d, FastText, TextClassifierConfig, TextCnn,
+    TransformerClassifier,
+};
 pub use timm::{
     hub_weights_file, parse_hub_config, read_hub_folder, timm_layout, timm_to_torchvision, HubConfig,
     HubFolder, PretrainedCfg, HUB_WEIGHT_FILES,

@@ -1,8 +1,9 @@
 //! Integration tests of torchlight-nn, in one binary (each test binary links libtorch).
 //! Reference values come from real PyTorch: small committed fixtures made by
 //! `tests/fixtures/make_small.py`, and fixtures generated at test time by `make_resnet.py`
-//! (ResNets), `make_backbones.py` (the other backbones and their layers) and
-//! `make_transformer.py` (the transformer encoder, masked attention, positional embedding).
+//! (ResNets), `make_backbones.py` (the other backbones and their layers),
+//! `make_transformer.py` (the transformer encoder, masked attention, positional embedding) and
+//! `make_text_classifiers.py` (the four baseline text classifiers).
 //! Tests that draw from torch's generator hold [`torch_rng_lock`].
 
 mod backbone_layers;
@@ -15,6 +16,7 @@ mod losses;
 mod pth;
 mod resnet_parity;
 mod structure;
+mod text_classifiers;
 mod text_layers;
 mod timm;
 mod transformer;
