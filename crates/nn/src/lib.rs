@@ -66,6 +66,7 @@ mod efficientnet;
 mod embedding;
 mod embedding_bag;
 mod error;
+mod file_kind;
 mod flatten;
 pub mod init;
 mod inputs;

@@ -661,7 +661,7 @@ fn state_dict_entry(root: Value) -> std::result::Result<(Entries, Option<String>
 /// `container` the entry [`state_dict_entry`] picks (other globals then kept opaque).
 fn read_pth_dict(path: &Path, container: bool) -> Result<(NamedTensors, Option<String>)> {
     let fail = |reason: String| NnError::Pth { path: path.to_path_buf(), reason };
-    crate::state_dict::regular_file(path)?;
+    crate::file_kind::regular_file(path)?;
     let io = |error| NnError::Io { path: path.to_path_buf(), error };
     let mut file = std::fs::File::open(path).map_err(io)?;
     let mut head = Vec::with_capacity(32);
@@ -673,7 +673,7 @@ fn read_pth_dict(path: &Path, container: bool) -> Result<(NamedTensors, Option<S
             format!(
                 "the file is truncated or corrupt: it starts as a zip archive but its index at the end cannot be read ({e}; {size} bytes); an interrupted download or save? fetch or save it again"
             )
-        } else if let Some(what) = crate::state_dict::describe_pickle(&head) {
+        } else if let Some(what) = crate::file_kind::describe_pickle(&head) {
             what
         } else {
             format!("not a zip archive ({e}), the format torch.save writes")

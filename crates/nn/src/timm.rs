@@ -83,7 +83,7 @@ pub fn hub_weights_file(dir: &Path) -> Result<PathBuf> {
         }
         match std::fs::metadata(&path) {
             Ok(m) if m.is_file() => return Ok(path),
-            Ok(m) => return Err(config_error(&path, crate::state_dict::not_a_file(&m))),
+            Ok(m) => return Err(config_error(&path, crate::file_kind::not_a_file(&m))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let target =
                     std::fs::read_link(&path).map_or_else(|_| "?".into(), |t| t.display().to_string());
@@ -113,7 +113,7 @@ pub fn hub_weights_file(dir: &Path) -> Result<PathBuf> {
 pub fn read_hub_folder(dir: impl AsRef<Path>) -> Result<HubFolder> {
     let dir = dir.as_ref();
     let path = dir.join("config.json");
-    crate::state_dict::regular_file(&path)?;
+    crate::file_kind::regular_file(&path)?;
     let text = std::fs::read_to_string(&path).map_err(|error| NnError::Io { path: path.clone(), error })?;
     let config = parse_hub_config(&path, &text)?;
     Ok(HubFolder { dir: dir.to_path_buf(), config, weights: hub_weights_file(dir)? })

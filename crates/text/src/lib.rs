@@ -28,6 +28,7 @@ mod document;
 mod error;
 mod hf_tokenizer;
 mod json_lines;
+mod load;
 mod pad_collate;
 mod records;
 mod report;
@@ -45,13 +46,14 @@ pub use document::{is_empty_document, read_document};
 pub use error::{Result, TextError};
 pub use hf_tokenizer::{HfModel, HfTokenizer, HfTrainConfig};
 pub use json_lines::read_json_lines;
+pub use load::load_tokenizer;
 pub use pad_collate::{PadCollate, PaddedBatch};
 pub use records::{Columns, TextRecords};
 pub use report::{DocumentReport, Location};
 pub use text_folder::{TextFolder, TextFolderOptions, TEXT_EXTENSIONS};
 pub use text_splits::{TextSplitFolders, TextSplits};
 pub use tokenized::Tokenized;
-pub use tokenizer::{load_tokenizer, Tokenizer};
+pub use tokenizer::Tokenizer;
 pub use truncation::Truncation;
 pub use word_vocab::{
     split_words, WordVocab, WordVocabConfig, PAD_ID, PAD_TOKEN, UNK_ID, UNK_TOKEN, WORD_VOCAB_TYPE,
