@@ -1,12 +1,13 @@
 //! `torchlight eval`.
 
+use crate::calibrate::calibrate;
 use crate::loaded::load;
 use crate::outln;
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::Subset;
-use torchlight_recipes::image::{eval_preprocessing, evaluate, loader};
+use torchlight_recipes::image::{eval_preprocessing, evaluate, evaluate_with_logits, loader};
 use torchlight_tensor::DeviceSpec;
 use torchlight_train::{plot_confusion_matrix, Progress};
 use torchlight_vision::ImageFolder;
@@ -27,6 +28,14 @@ pub struct Args {
     /// Also draw the confusion matrix to this PNG file.
     #[arg(long)]
     confusion_png: Option<PathBuf>,
+    /// Also fit a temperature on the run's validation split (of --data when it is a split root
+    /// with train/, else of the run's data.root) and report ECE, MCE, NLL and Brier score of
+    /// the validation and evaluated data before and after dividing the logits by it.
+    #[arg(long)]
+    calibrate: bool,
+    /// Where --calibrate draws its reliability diagram.
+    #[arg(long, default_value = "reliability.png")]
+    reliability_png: PathBuf,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -54,14 +63,28 @@ pub fn run(args: Args) -> Result<()> {
     let split = Subset::new(Arc::new(folder), (0..n).collect())?;
     let mut batches = loader(split, config, false, device)?;
     let progress = if args.json { Progress::quiet() } else { Progress::auto() };
-    let m = evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?;
+    let (m, calibrated) = if args.calibrate {
+        let e = evaluate_with_logits(
+            loaded.model.as_ref(),
+            &mut batches,
+            device,
+            config,
+            classes.len(),
+            &progress,
+        )?;
+        let name = if dir.ends_with("test") { "test" } else { "data" };
+        let c = calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?;
+        (e.summary, Some(c))
+    } else {
+        (evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?, None)
+    };
     if let Some(png) = &args.confusion_png {
         plot_confusion_matrix(&m.confusion, classes, png)?;
     }
     let per_class = m.confusion.per_class_accuracy();
     let support = m.confusion.support();
     if args.json {
-        let json = serde_json::json!({
+        let mut json = serde_json::json!({
             "checkpoint": loaded.from.to_json(),
             "data": dir,
             "images": m.count,
@@ -73,6 +96,9 @@ pub fn run(args: Args) -> Result<()> {
             "support": support,
             "confusion_matrix": m.confusion.rows(),
         });
+        if let Some(c) = &calibrated {
+            json["calibration"] = c.to_json();
+        }
         outln!("{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(());
     }
@@ -89,6 +115,12 @@ pub fn run(args: Args) -> Result<()> {
     for (name, row) in classes.iter().zip(m.confusion.rows()) {
         let cells: Vec<String> = row.iter().map(|c| format!("{c:>6}")).collect();
         outln!("{name:<width$}  {}", cells.join(""))?;
+    }
+    if let Some(c) = &calibrated {
+        let name = if dir.ends_with("test") { "test" } else { "data" };
+        for line in c.lines(name) {
+            outln!("{line}")?;
+        }
     }
     Ok(())
 }

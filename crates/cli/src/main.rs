@@ -1,5 +1,6 @@
 //! `torchlight`: train, evaluate, predict with, summarise and export image classifiers.
 
+mod calibrate;
 mod demo_data;
 mod distributed;
 mod doctor;

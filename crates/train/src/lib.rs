@@ -52,12 +52,17 @@ pub use csv_log::{read_metrics_csv, CsvLogger};
 pub use distributed::Distributed;
 pub use error::{Result, TrainError};
 pub use metrics::{
-    Accuracy, ClassificationMetrics, ConfusionMatrix, ConfusionMatrixMetric, MeanAbsoluteError,
-    MeanAveragePrecision, Metric, MetricSet, MetricsSummary, MultiLabelF1, Reduction, RootMeanSquaredError,
-    TopKAccuracy,
+    brier_score, calibration_scores, expected_calibration_error, fit_temperature, maximum_calibration_error,
+    negative_log_likelihood, reliability_bins, Accuracy, Calibration, CalibrationScores,
+    ClassificationMetrics, ConfusionMatrix, ConfusionMatrixMetric, MeanAbsoluteError, MeanAveragePrecision,
+    Metric, MetricSet, MetricsSummary, MultiLabelF1, Reduction, ReliabilityBin, RootMeanSquaredError,
+    TopKAccuracy, CALIBRATION_BINS, TEMPERATURE_RANGE,
 };
 pub use mixup::{Mixed, MixupCutMix};
-pub use plot::{confusion_matrix_size, plot_confusion_matrix, plot_curves, CURVES_SIZE};
+pub use plot::{
+    confusion_matrix_size, plot_confusion_matrix, plot_curves, plot_reliability, ReliabilityPanel,
+    CURVES_SIZE, RELIABILITY_PANEL_SIZE,
+};
 pub use progress::Progress;
 pub use record::EpochRecord;
 pub use scheduler::Interval;

@@ -1,12 +1,12 @@
-//! PNG plots of a run: `curves.png` (loss and a metric per epoch, train vs val) and the
-//! confusion matrix as a labelled heat map.
+//! PNG plots of a run: `curves.png` (loss and a metric per epoch, train vs val), the
+//! confusion matrix as a labelled heat map, and reliability diagrams (`reliability.png`).
 //!
 //! Text is drawn with DejaVu Sans compiled into the crate (`assets/DejaVuSans.ttf`, Bitstream
 //! Vera licence in `assets/LICENSE-DejaVu.txt`), so plots look the same on any machine and need
 //! no system fonts.
 
 use crate::error::{Result, TrainError};
-use crate::metrics::ConfusionMatrix;
+use crate::metrics::{ConfusionMatrix, ReliabilityBin};
 use crate::record::EpochRecord;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -275,6 +275,129 @@ fn draw_confusion(
         centered(17).transform(FontTransform::Rotate270),
     ))?;
     root.present()?;
+    Ok(())
+}
+
+/// One panel of [`plot_reliability`]: a title (e.g. `test, T = 1.00: ECE 0.081`) and the bins
+/// of [`reliability_bins`](crate::reliability_bins).
+#[derive(Debug, Clone)]
+pub struct ReliabilityPanel {
+    /// The panel's title.
+    pub title: String,
+    /// The confidence bins, in order.
+    pub bins: Vec<ReliabilityBin>,
+}
+
+/// Width and height of one panel of [`plot_reliability`].
+pub const RELIABILITY_PANEL_SIZE: (u32, u32) = (560, 620);
+
+const GAP_COLOR: RGBColor = RGBColor(214, 39, 40);
+
+/// Draws reliability diagrams, two panels a row (before and after temperature scaling, as
+/// `eval --calibrate` passes them): in each, the accuracy of every confidence bin as a bar
+/// against the diagonal of perfect calibration, the gap to the bin's mean confidence shaded
+/// red (Guo et al. 2017, figure 1), and below it the histogram of confidences (share of
+/// samples per bin). Empty bins draw nothing.
+pub fn plot_reliability(panels: &[ReliabilityPanel], path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    register_font();
+    let (pw, ph) = RELIABILITY_PANEL_SIZE;
+    let cols = panels.len().clamp(1, 2) as u32;
+    let rows = panels.len().div_ceil(2).max(1) as u32;
+    let (w, h) = (pw * cols, ph * rows);
+    let mut buffer = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buffer, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_error(path, e))?;
+        let areas = root.split_evenly((rows as usize, cols as usize));
+        for (area, spec) in areas.iter().zip(panels) {
+            reliability_panel(area, spec).map_err(|e| plot_error(path, e))?;
+        }
+        root.present().map_err(|e| plot_error(path, e))?;
+    }
+    save_png(path, buffer, (w, h))
+}
+
+fn reliability_panel(
+    area: &DrawingArea<BitMapBackend<'_>, Shift>,
+    spec: &ReliabilityPanel,
+) -> DrawResult<()> {
+    let (_, height) = area.dim_in_pixel();
+    let (top, bottom) = area.split_vertically(height * 7 / 10);
+    let mut chart = ChartBuilder::on(&top)
+        .caption(&spec.title, (FAMILY, 20))
+        .margin(12)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..1.0, 0.0..1.0)?;
+    chart
+        .configure_mesh()
+        .y_desc("accuracy")
+        .x_labels(6)
+        .y_labels(6)
+        .x_label_formatter(&|x| format!("{x:.1}"))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .axis_desc_style((FAMILY, 16))
+        .label_style((FAMILY, 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    let filled: Vec<&ReliabilityBin> = spec.bins.iter().filter(|b| b.count > 0).collect();
+    chart
+        .draw_series(
+            filled
+                .iter()
+                .map(|b| Rectangle::new([(b.lower, 0.0), (b.upper, b.accuracy)], TRAIN_COLOR.filled())),
+        )?
+        .label("accuracy")
+        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], TRAIN_COLOR.filled()));
+    chart.draw_series(
+        filled.iter().map(|b| Rectangle::new([(b.lower, 0.0), (b.upper, b.accuracy)], BLACK.stroke_width(1))),
+    )?;
+    chart
+        .draw_series(filled.iter().map(|b| {
+            Rectangle::new([(b.lower, b.accuracy), (b.upper, b.confidence)], GAP_COLOR.mix(0.45).filled())
+        }))?
+        .label("gap to confidence")
+        .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], GAP_COLOR.mix(0.45).filled()));
+    chart
+        .draw_series(LineSeries::new([(0.0, 0.0), (1.0, 1.0)], BLACK.stroke_width(2)))?
+        .label("perfect calibration")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FAMILY, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+
+    let total: usize = spec.bins.iter().map(|b| b.count).sum();
+    let share = |b: &ReliabilityBin| if total > 0 { b.count as f64 / total as f64 } else { 0.0 };
+    let most = spec.bins.iter().map(share).fold(0.0f64, f64::max);
+    let y_top = if most > 0.0 { (most * 1.15).min(1.0) } else { 1.0 };
+    let mut hist = ChartBuilder::on(&bottom)
+        .margin(12)
+        .margin_top(0)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..1.0, 0.0..y_top)?;
+    hist.configure_mesh()
+        .x_desc("confidence (largest softmax probability)")
+        .y_desc("share")
+        .x_labels(6)
+        .y_labels(4)
+        .x_label_formatter(&|x| format!("{x:.1}"))
+        .y_label_formatter(&|y| format!("{y:.2}"))
+        .axis_desc_style((FAMILY, 16))
+        .label_style((FAMILY, 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    hist.draw_series(
+        spec.bins
+            .iter()
+            .filter(|b| b.count > 0)
+            .map(|b| Rectangle::new([(b.lower, 0.0), (b.upper, share(b))], VAL_COLOR.filled())),
+    )?;
     Ok(())
 }
 

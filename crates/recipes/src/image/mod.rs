@@ -11,5 +11,5 @@ pub use data::{
     class_weights, eval_preprocessing, loader, open_splits, sharded_loader, train_transform,
     train_transform_for, Loader, Split, Splits,
 };
-pub use evaluate::evaluate;
+pub use evaluate::{evaluate, evaluate_with_logits, Evaluated};
 pub use fit::{fit, fit_distributed, resume, resume_distributed, RESUME_CHANGEABLE};

@@ -1,15 +1,21 @@
 //! Metrics: a small trait (`update` / `compute` / `reset`, with a saveable state) and the
-//! built-in metrics of the classification, multi-label and regression tasks.
+//! built-in metrics of the classification, multi-label and regression tasks, and calibration.
 //!
 //! Metrics accumulate on the device the model's outputs live on and read back to the host only
 //! in [`Metric::compute`], once per epoch (or per logging interval), so a CUDA training loop is
 //! never stalled by `.item()` calls. Their state is a list of named tensors, saved in mid-epoch
 //! checkpoints so that a resumed epoch reports the same figures as an uninterrupted one.
 
+mod calibration;
 mod classification;
 mod multilabel;
 mod regression;
 
+pub use calibration::{
+    brier_score, calibration_scores, expected_calibration_error, fit_temperature, maximum_calibration_error,
+    negative_log_likelihood, reliability_bins, Calibration, CalibrationScores, ReliabilityBin,
+    CALIBRATION_BINS, TEMPERATURE_RANGE,
+};
 pub use classification::{
     Accuracy, ClassificationMetrics, ConfusionMatrix, ConfusionMatrixMetric, MetricsSummary, TopKAccuracy,
 };

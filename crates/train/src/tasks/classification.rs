@@ -1,7 +1,7 @@
 //! Single-label classification: cross-entropy over logits `[N, C]` and class indices `[N]`.
 
 use crate::error::Result;
-use crate::metrics::{Accuracy, ConfusionMatrixMetric, Metric, TopKAccuracy};
+use crate::metrics::{Accuracy, Calibration, ConfusionMatrixMetric, Metric, TopKAccuracy};
 use crate::task::{Monitor, Stage, StepOutput, Task};
 use tch::{Kind, Tensor};
 use torchlight_nn::{CrossEntropyLoss, Inputs, Module, MultiInput};
@@ -19,13 +19,14 @@ pub struct Classification {
     num_classes: usize,
     top_k: usize,
     loss: CrossEntropyLoss,
+    calibration: bool,
 }
 
 impl Classification {
     /// A task over `num_classes` classes with plain cross-entropy and top-5 accuracy (clamped
     /// to the class count).
     pub fn new(num_classes: usize) -> Self {
-        Classification { num_classes, top_k: 5, loss: CrossEntropyLoss::new() }
+        Classification { num_classes, top_k: 5, loss: CrossEntropyLoss::new(), calibration: false }
     }
 
     /// Label smoothing of the cross-entropy (`label_smoothing=`), default 0.
@@ -43,6 +44,13 @@ impl Classification {
     /// The `k` of the top-k accuracy reported when validating (default 5).
     pub fn with_top_k(mut self, k: usize) -> Self {
         self.top_k = k.max(1);
+        self
+    }
+
+    /// Also keeps the test stage's logits in a [`Calibration`] metric (`ece`, `mce`, `nll`,
+    /// `brier`), for temperature scaling after evaluation; default off.
+    pub fn with_calibration(mut self, on: bool) -> Self {
+        self.calibration = on;
         self
     }
 
@@ -67,11 +75,17 @@ impl Classification {
         match stage {
             Stage::Train => vec![Box::new(Accuracy::new())],
             Stage::Validate => vec![Box::new(Accuracy::new()), Box::new(TopKAccuracy::new(k))],
-            Stage::Test => vec![
-                Box::new(Accuracy::new()),
-                Box::new(TopKAccuracy::new(k)),
-                Box::new(ConfusionMatrixMetric::new(self.num_classes.max(1))),
-            ],
+            Stage::Test => {
+                let mut metrics: Vec<Box<dyn Metric>> = vec![
+                    Box::new(Accuracy::new()),
+                    Box::new(TopKAccuracy::new(k)),
+                    Box::new(ConfusionMatrixMetric::new(self.num_classes.max(1))),
+                ];
+                if self.calibration {
+                    metrics.push(Box::new(Calibration::new()));
+                }
+                metrics
+            }
         }
     }
 }

@@ -1,0 +1,168 @@
+//! `torchlight eval --calibrate`: temperature scaling fitted on the run's validation split,
+//! and the calibration of the validation and evaluated data before and after it.
+
+use crate::loaded::Loaded;
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+use tch::{Device, Tensor};
+use torchlight_recipes::image::{evaluate_with_logits, loader, open_splits, Evaluated};
+use torchlight_train::{
+    calibration_scores, fit_temperature, plot_reliability, reliability_bins, CalibrationScores, Progress,
+    ReliabilityPanel, CALIBRATION_BINS, TEMPERATURE_RANGE,
+};
+
+/// The calibration of one split before and after dividing its logits by the temperature.
+pub struct SplitCalibration {
+    pub images: i64,
+    pub before: CalibrationScores,
+    pub after: CalibrationScores,
+}
+
+impl SplitCalibration {
+    fn of(logits: &Tensor, labels: &Tensor, temperature: f64) -> Self {
+        SplitCalibration {
+            images: labels.size()[0],
+            before: calibration_scores(logits, labels),
+            after: calibration_scores(&(logits / temperature), labels),
+        }
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        let scores = |s: &CalibrationScores| serde_json::json!({ "ece": s.ece, "mce": s.mce, "nll": s.nll, "brier": s.brier });
+        serde_json::json!({
+            "images": self.images,
+            "before": scores(&self.before),
+            "after": scores(&self.after),
+        })
+    }
+}
+
+/// The temperature, where its validation split came from, and both splits' calibration.
+pub struct Calibrated {
+    pub temperature: f64,
+    pub val_root: PathBuf,
+    pub val: SplitCalibration,
+    pub data: SplitCalibration,
+    pub png: PathBuf,
+}
+
+impl Calibrated {
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "temperature": self.temperature,
+            "at_search_bound": self.at_bound(),
+            "method": "NLL minimised over log T on the validation split (safeguarded Newton)",
+            "bins": CALIBRATION_BINS,
+            "val_root": self.val_root,
+            "val": self.val.to_json(),
+            "data": self.data.to_json(),
+            "reliability_png": self.png,
+        })
+    }
+
+    /// Whether the fit stopped at a bound of [`TEMPERATURE_RANGE`]: the validation NLL keeps
+    /// falling beyond it (a model barely better than chance, or separable logits).
+    pub fn at_bound(&self) -> bool {
+        self.temperature == TEMPERATURE_RANGE.0 || self.temperature == TEMPERATURE_RANGE.1
+    }
+
+    /// The lines `eval` prints.
+    pub fn lines(&self, data_name: &str) -> Vec<String> {
+        let mut out = vec![
+            format!(
+                "\ncalibration: temperature T = {:.4} (fitted on {} validation images of {})",
+                self.temperature,
+                self.val.images,
+                self.val_root.display()
+            ),
+            format!("{:<6} {:<7} {:>8} {:>8} {:>8} {:>8}", "split", "logits", "ECE", "MCE", "NLL", "Brier"),
+        ];
+        if self.at_bound() {
+            out.push(format!(
+                "T is at the end of the searched range [{}, {}]: the validation NLL keeps falling beyond it",
+                TEMPERATURE_RANGE.0, TEMPERATURE_RANGE.1
+            ));
+        }
+        for (name, split) in [("val", &self.val), (data_name, &self.data)] {
+            for (when, s) in [("z", &split.before), ("z / T", &split.after)] {
+                out.push(format!(
+                    "{name:<6} {when:<7} {:>8.4} {:>8.4} {:>8.4} {:>8.4}",
+                    s.ece, s.mce, s.nll, s.brier
+                ));
+            }
+        }
+        out.push(format!("reliability diagram: {}", self.png.display()));
+        out
+    }
+}
+
+/// The data root whose validation split calibrates: `data` itself when it holds `train/` (a
+/// split root, as `train --data` takes), else the run's `data.root`.
+fn val_root(data: &Path, loaded: &Loaded) -> Result<PathBuf> {
+    if data.join("train").is_dir() {
+        return Ok(data.to_path_buf());
+    }
+    let root = &loaded.card.config.data.root;
+    if root.join("train").is_dir() {
+        return Ok(root.clone());
+    }
+    bail!(
+        "--calibrate needs the run's validation split: neither --data {} nor the checkpoint's data.root {} holds train/; pass the run's data root as --data",
+        data.display(),
+        root.display()
+    )
+}
+
+/// Fits the temperature on the validation split of the run's data (the recipe's split: `val/`,
+/// or the seeded part of `train/`), then scores that split and the `evaluated` data before and
+/// after, and draws `png`.
+pub fn calibrate(
+    loaded: &Loaded,
+    data: &Path,
+    evaluated: &Evaluated,
+    data_name: &str,
+    png: &Path,
+    device: Device,
+    progress: &Progress,
+) -> Result<Calibrated> {
+    let (logits, labels) = (&evaluated.logits, &evaluated.labels);
+    let root = val_root(data, loaded)?;
+    let mut config = loaded.card.config.clone();
+    config.data.root = root.clone();
+    let splits = open_splits(&config)?;
+    if splits.classes != loaded.card.classes {
+        bail!(
+            "{}: classes [{}] do not match the checkpoint's [{}]",
+            root.display(),
+            splits.classes.join(", "),
+            loaded.card.classes.join(", ")
+        );
+    }
+    let mut batches = loader(splits.val, &config, false, device)?;
+    let n = loaded.card.classes.len();
+    let val = evaluate_with_logits(loaded.model.as_ref(), &mut batches, device, &config, n, progress)?;
+    let temperature = fit_temperature(&val.logits, &val.labels)?;
+    let panel = |split: &str, z: &Tensor, y: &Tensor, t: Option<f64>| {
+        let scaled = t.map_or_else(|| z.shallow_clone(), |t| z / t);
+        let ece = calibration_scores(&scaled, y).ece;
+        let title = match t {
+            Some(t) => format!("{split}, logits / T (T = {t:.3}): ECE {ece:.4}"),
+            None => format!("{split}, logits: ECE {ece:.4}"),
+        };
+        ReliabilityPanel { title, bins: reliability_bins(&scaled, y, CALIBRATION_BINS) }
+    };
+    let panels = [
+        panel("val", &val.logits, &val.labels, None),
+        panel("val", &val.logits, &val.labels, Some(temperature)),
+        panel(data_name, logits, labels, None),
+        panel(data_name, logits, labels, Some(temperature)),
+    ];
+    plot_reliability(&panels, png)?;
+    Ok(Calibrated {
+        temperature,
+        val_root: root,
+        val: SplitCalibration::of(&val.logits, &val.labels, temperature),
+        data: SplitCalibration::of(logits, labels, temperature),
+        png: png.to_path_buf(),
+    })
+}
