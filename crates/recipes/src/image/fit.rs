@@ -129,7 +129,7 @@ fn run_number(path: &Path) -> i64 {
 
 /// Continues the run in `run_dir` from its `last` checkpoint, exactly where it stopped (mid-
 /// epoch too), with its own config; `changes` (`("train.epochs", "20")`, ...) may change only
-/// the [`RESUME_CHANGEABLE`] keys. More epochs than a finished run had extend it; the lr
+/// the [`RESUME_CHANGEABLE`](crate::image::RESUME_CHANGEABLE) keys. More epochs than a finished run had extend it; the lr
 /// schedule continues over the new length or restarts over the added epochs
 /// (`train.extend_schedule`), as the output says.
 pub fn resume(run_dir: &Path, changes: &[(String, String)], progress: &Progress) -> Result<RunSummary> {
