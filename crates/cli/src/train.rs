@@ -4,21 +4,27 @@ use crate::distributed;
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use torchlight_recipes::image::{fit, fit_distributed, resume, resume_distributed};
-use torchlight_recipes::{RecipeError, TrainConfig};
+use torchlight_recipes::{text, RecipeError, TaskKind, TrainConfig};
 use torchlight_train::{Progress, TrainError};
 
 /// Options of `torchlight train`; each flag overrides the config file's value.
 #[derive(clap::Args)]
 pub struct Args {
-    /// ImageFolder root with `train/` and optional `val/`, `test/` (config `data.root`).
+    /// ImageFolder root with `train/` and optional `val/`, `test/` (config `data.root`); with
+    /// `--task text`, a TextFolder root (`train/<class>/*.txt`).
     #[arg(long)]
     data: Option<PathBuf>,
+    /// What to train (config `train.task`): `image` (the default) or `text` (a TextFolder, a
+    /// tokenizer and a text model, sized by the config's `[text]` section).
+    #[arg(long, value_name = "image|text")]
+    task: Option<String>,
     /// A TOML config file with every hyperparameter.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Architecture (config `model.name`): resnet18 ... resnet152, mobilenet_v2,
     /// mobilenet_v3_small/large, efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small,
-    /// vit_b_16, vit_s_16 (`torchlight summary --model NAME` shows one).
+    /// vit_b_16, vit_s_16 (`torchlight summary --model NAME` shows one); with `--task text`:
+    /// fasttext, textcnn, bilstm, transformer.
     #[arg(long)]
     model: Option<String>,
     /// Starting weights: a torchvision `.pth`, `.safetensors`, a PyTorch Lightning `.ckpt` or a
@@ -72,7 +78,7 @@ pub struct Args {
     /// (its own config is used; `--epochs` extends a finished run, and `--device`,
     /// `--workers` and `--set` may change how, not what, it trains).
     #[arg(long, conflicts_with_all = [
-        "config", "data", "model", "weights", "key_rewrite", "image_size", "batch_size", "lr", "backbone_lr",
+        "config", "data", "task", "model", "weights", "key_rewrite", "image_size", "batch_size", "lr", "backbone_lr",
         "freeze_epochs", "seed", "amp", "out",
     ])]
     resume: Option<PathBuf>,
@@ -100,6 +106,7 @@ pub fn run(mut args: Args) -> Result<()> {
         sets.retain(|(k, _)| k != "train.device");
     }
     let main = world.as_ref().is_none_or(|w| w.dist.is_main());
+    let mut samples = "images";
     let result = match &args.resume {
         Some(run_dir) => {
             let mut changes: Vec<(String, String)> = [
@@ -111,21 +118,32 @@ pub fn run(mut args: Args) -> Result<()> {
             .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
             .collect();
             changes.extend(sets);
-            match world {
-                Some(w) => resume_distributed(run_dir, &changes, &progress, w.dist),
-                None => resume(run_dir, &changes, &progress),
+            // The run's own config says which recipe it is; an unreadable one is the image
+            // recipe's to report.
+            let task = TrainConfig::from_toml_file(run_dir.join("config.toml")).map(|c| c.train.task);
+            match (world, task) {
+                (None, Ok(TaskKind::Text)) => {
+                    samples = "documents";
+                    text::resume(run_dir, &changes, &progress)
+                }
+                (Some(w), _) => resume_distributed(run_dir, &changes, &progress, w.dist),
+                (None, _) => resume(run_dir, &changes, &progress),
             }
         }
         None => {
             let config = config_from(&args, &sets)?;
             match world {
                 Some(w) => fit_distributed(config, &progress, w.dist),
+                None if config.train.task == TaskKind::Text => {
+                    samples = "documents";
+                    text::fit(config, &progress)
+                }
                 None => fit(config, &progress),
             }
         }
     };
     match result {
-        Ok(summary) if main => report(&summary),
+        Ok(summary) if main => report(&summary, samples),
         Ok(_) => Ok(()),
         Err(e) if !main && matches!(e.as_train(), Some(TrainError::Interrupted { .. })) => {
             std::process::exit(130)
@@ -166,6 +184,7 @@ fn config_from(args: &Args, sets: &[(String, String)]) -> Result<TrainConfig> {
     };
     let flags: Vec<(&str, Option<String>)> = vec![
         ("data.root", args.data.as_ref().map(|p| p.display().to_string())),
+        ("train.task", args.task.clone()),
         ("model.name", args.model.clone()),
         ("model.pretrained", args.weights.as_ref().map(|p| p.display().to_string())),
         ("train.epochs", args.epochs.map(|v| v.to_string())),
@@ -192,15 +211,20 @@ fn config_from(args: &Args, sets: &[(String, String)]) -> Result<TrainConfig> {
         config.set(key, value)?;
     }
     if !config.data.train_dir().is_dir() {
+        let (folder, files) = match config.train.task {
+            TaskKind::Text => ("a TextFolder", "train/<class>/*.txt"),
+            TaskKind::Image => ("an ImageFolder", "train/<class>/"),
+        };
         bail!(
-            "{}: no train/ folder; --data must name an ImageFolder root holding train/<class>/ (and optionally val/, test/)",
+            "{}: no train/ folder; --data must name {folder} root holding {files} (and optionally val/, test/)",
             config.data.root.display()
         );
     }
     Ok(config)
 }
 
-fn report(summary: &torchlight_recipes::RunSummary) -> Result<()> {
+/// The run's figures; `samples` names what it trains on (`images`, `documents`).
+fn report(summary: &torchlight_recipes::RunSummary, samples: &str) -> Result<()> {
     println!("run folder:      {}", summary.run_dir.display());
     println!("best val acc:    {:.4} (epoch {})", summary.best_val_acc, summary.best_epoch);
     if let (Some(acc), Some(epoch)) = (summary.best_ema_val_acc, summary.best_ema_epoch) {
@@ -224,7 +248,7 @@ fn report(summary: &torchlight_recipes::RunSummary) -> Result<()> {
             summary.batch_size * summary.world_size
         );
     }
-    println!("throughput:      {:.1} images/s ({:.0} s)", summary.train_images_per_s, summary.seconds);
+    println!("throughput:      {:.1} {samples}/s ({:.0} s)", summary.train_images_per_s, summary.seconds);
     println!("checkpoints:     {}", summary.run_dir.join("checkpoints").display());
     println!("curves:          {}", summary.run_dir.join("curves.png").display());
     Ok(())

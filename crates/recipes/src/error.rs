@@ -76,6 +76,9 @@ pub enum RecipeError {
     /// Opening the image folders failed.
     #[error(transparent)]
     Vision(#[from] torchlight_vision::VisionError),
+    /// Opening the text folders or building, loading or saving a tokenizer failed.
+    #[error(transparent)]
+    Text(#[from] torchlight_text::TextError),
     /// Building the model or loading its weights failed.
     #[error(transparent)]
     Nn(#[from] torchlight_nn::NnError),

@@ -7,6 +7,8 @@
 //!   `test/`) to a run folder (`runs/exp_001`: `config.toml`, `metrics.csv`, TensorBoard
 //!   events, `curves.png`, `checkpoints/`, `confusion_matrix.png`, `summary.json`), resumable
 //!   exactly and data-parallel.
+//! - [`text`]: text classification from a TextFolder, with the same Trainer, run folder,
+//!   checkpoints and resume, and the tokenizer saved in the run folder (`train.task = "text"`).
 //! - What recipes share: the model of a config ([`build_model`]), its optimizer and schedule
 //!   ([`param_groups`], [`build_optimizer`], [`build_scheduler`], [`build_plateau`]), the [`ModelCard`] a checkpoint carries, the
 //!   [`RunSummary`] and the numbered [`RunDir`].
@@ -20,15 +22,17 @@ mod error;
 pub mod image;
 mod model;
 mod optimizer;
+mod resume;
 mod run_dir;
 mod summary;
 pub mod synthetic;
+pub mod text;
 
 pub use card::ModelCard;
 pub use config::{
     AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig,
-    OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TrainConfig, CONFIG_KEYS, MAX_CLASSES,
-    MAX_IMAGE_SIZE,
+    OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TaskKind, TextConfig, TrainConfig, CONFIG_KEYS,
+    MAX_CLASSES, MAX_IMAGE_SIZE, TEXT_MODELS,
 };
 pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
 pub use error::{RecipeError, Result};

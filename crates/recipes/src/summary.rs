@@ -1,9 +1,11 @@
 //! `RunSummary`: the numbers a recipe's run writes to `summary.json`.
 
+use crate::error::{RecipeError, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use torchlight_optim::ParamGroups;
+use torchlight_train::Progress;
 
 /// The numbers `summary.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,6 +134,46 @@ impl fmt::Display for ParamGroupSummary {
 
 fn one() -> usize {
     1
+}
+
+/// A run whose validation figures were NaN or Inf (weights or BatchNorm statistics gone
+/// non-finite, e.g. under `train.on_nonfinite = "skip"`) says so, naming the epochs, and fails
+/// unless `train.allow_nonfinite_val`; those epochs were never taken as best.
+pub(crate) fn check_finite_validation(
+    history: &[torchlight_train::EpochRecord],
+    summary: &RunSummary,
+    allowed: bool,
+    progress: &Progress,
+) -> Result<()> {
+    let bad: Vec<String> = history
+        .iter()
+        .filter_map(|r| {
+            let names = r.non_finite_validation();
+            (!names.is_empty()).then(|| format!("epoch {} ({})", r.epoch, names.join(", ")))
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let best = if summary.best_epoch > 0 {
+        format!("checkpoints/best is epoch {}, the best finite one", summary.best_epoch)
+    } else {
+        "no epoch validated finite, so there is no best checkpoint".to_string()
+    };
+    let message = format!(
+        "validation was not finite at {}: the weights or the BatchNorm statistics went non-finite in training; {best}",
+        bad.join(", ")
+    );
+    progress.line(&format!("warning: {message}"));
+    if allowed {
+        return Ok(());
+    }
+    Err(RecipeError::RunDir {
+        path: summary.run_dir.clone(),
+        reason: format!(
+            "{message}; lower optim.lr or set train.grad_clip, or set train.allow_nonfinite_val = true to accept the run"
+        ),
+    })
 }
 
 #[cfg(test)]

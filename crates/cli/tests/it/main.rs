@@ -10,6 +10,7 @@ mod doctor;
 mod harden;
 mod hostile;
 mod setup;
+mod text;
 
 fn torchlight(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_torchlight")).args(args).output().expect("the torchlight binary runs")

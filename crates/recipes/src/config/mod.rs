@@ -1,7 +1,7 @@
 //! `TrainConfig`: every hyperparameter of a run, read from one TOML file, overridable by key.
 //!
-//! A config file has five sections; every field has a default, so a file holds only what it
-//! changes:
+//! A config file has six sections (`[text]` is read only when `train.task = "text"`); every
+//! field has a default, so a file holds only what it changes:
 //!
 //! ```toml
 //! [data]
@@ -22,6 +22,7 @@
 //! [train]
 //! epochs = 10
 //! batch_size = 32
+//! # task = "text"          # a TextFolder instead, with the [text] section
 //! ```
 //!
 //! Unknown fields anywhere are errors naming them; [`TrainConfig::validate`] rejects values
@@ -114,6 +115,19 @@ pub const CONFIG_KEYS: &[&str] = &[
     "train.extend_schedule",
     "train.device",
     "train.out_dir",
+    "train.task",
+    "text.max_len",
+    "text.min_freq",
+    "text.max_vocab",
+    "text.lowercase",
+    "text.tokenizer",
+    "text.embed_dim",
+    "text.dropout",
+    "text.num_filters",
+    "text.hidden_size",
+    "text.nhead",
+    "text.encoder_layers",
+    "text.dim_feedforward",
 ];
 
 /// Every hyperparameter of a training run. `Default` holds the defaults a PyTorch user would
@@ -133,6 +147,86 @@ pub struct TrainConfig {
     pub scheduler: SchedulerConfig,
     /// `[train]`: the loop itself.
     pub train: LoopConfig,
+    /// `[text]`: the tokenizer, the document length and the text models' sizes
+    /// (`train.task = "text"` only).
+    pub text: TextConfig,
+}
+
+/// What a run trains on (`train.task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskKind {
+    /// Image classification from an ImageFolder (the default).
+    #[default]
+    Image,
+    /// Text classification from a TextFolder (`train/<class>/*.txt`).
+    Text,
+}
+
+impl TaskKind {
+    /// The word as written in TOML (`text`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskKind::Image => "image",
+            TaskKind::Text => "text",
+        }
+    }
+}
+
+/// The text models `model.name` may name when `train.task = "text"`.
+pub const TEXT_MODELS: &[&str] = &["fasttext", "textcnn", "bilstm", "transformer"];
+
+/// The `[text]` section, read when `train.task = "text"`: the tokenizer, the longest document
+/// the models see and the sizes of the text models (`torchlight_nn::TextClassifierConfig`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TextConfig {
+    /// Documents are cut to this many tokens in the batches (the share cut is printed at the
+    /// start of a run); also the transformer's positional table. 256.
+    pub max_len: usize,
+    /// The word vocabulary keeps words seen at least this often in the training split; 1.
+    pub min_freq: usize,
+    /// The most entries of the word vocabulary, `[PAD]` and `[UNK]` included; 30000.
+    pub max_vocab: usize,
+    /// Lower-case words before counting and looking them up; true.
+    pub lowercase: bool,
+    /// A Hugging Face `tokenizer.json` to use instead of a word vocabulary built from the
+    /// training split; its padding token must have id 0 (`[PAD]` in BERT's). `None` (the
+    /// default) builds the word vocabulary.
+    pub tokenizer: Option<PathBuf>,
+    /// Token embedding width (the transformer's `d_model`); 128.
+    pub embed_dim: usize,
+    /// Dropout before the classifier (TextCnn, BiLSTM); Kim (2014)'s 0.5.
+    pub dropout: f64,
+    /// TextCnn's filters per width (widths 3, 4, 5); 100.
+    pub num_filters: usize,
+    /// The BiLSTM's hidden size per direction; 128.
+    pub hidden_size: usize,
+    /// The transformer's attention heads (`embed_dim` must divide by it); 4.
+    pub nhead: usize,
+    /// The transformer's encoder layers; 2.
+    pub encoder_layers: usize,
+    /// The transformer's feed-forward width; 512.
+    pub dim_feedforward: usize,
+}
+
+impl Default for TextConfig {
+    fn default() -> Self {
+        TextConfig {
+            max_len: 256,
+            min_freq: 1,
+            max_vocab: 30_000,
+            lowercase: true,
+            tokenizer: None,
+            embed_dim: 128,
+            dropout: 0.5,
+            num_filters: 100,
+            hidden_size: 128,
+            nhead: 4,
+            encoder_layers: 2,
+            dim_feedforward: 512,
+        }
+    }
 }
 
 /// The `[data]` section.
@@ -613,6 +707,11 @@ pub struct LoopConfig {
     pub device: String,
     /// Parent folder of the run folders (`runs/exp_001`, ...).
     pub out_dir: PathBuf,
+    /// What the run trains: `image` (the default, an ImageFolder) or `text` (a TextFolder, a
+    /// tokenizer and a text model from `[text]`; `model.name` one of `fasttext`, `textcnn`,
+    /// `bilstm`, `transformer`).
+    #[serde(deserialize_with = "word")]
+    pub task: TaskKind,
 }
 
 impl Default for LoopConfig {
@@ -644,6 +743,7 @@ impl Default for LoopConfig {
             extend_schedule: ExtendSchedule::Continue,
             device: "auto".to_string(),
             out_dir: PathBuf::from("runs"),
+            task: TaskKind::Image,
         }
     }
 }

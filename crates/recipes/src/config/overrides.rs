@@ -96,6 +96,7 @@ fn is_optional(key: &str) -> bool {
             | "train.grad_clip"
             | "train.early_stopping_patience"
             | "train.checkpoint_every_steps"
+            | "text.tokenizer"
     )
 }
 
@@ -185,6 +186,7 @@ mod tests {
             c.optim.bias_weight_decay = Some(0.0);
             c.optim.layer_decay = Some(0.75);
             c.optim.backbone_lr = Some(1e-4);
+            c.text.tokenizer = Some("tokenizer.json".into());
             c.scheduler = s;
             let t = toml::Table::try_from(&c).unwrap();
             for (section, v) in t {

@@ -1,7 +1,9 @@
 //! [`TrainConfig::validate`]: every value training depends on, checked before any work, with
 //! errors naming the field, its value and why.
 
-use super::{ClassWeights, SamplerKind, SchedulerConfig, TrainConfig};
+use super::{
+    AutoAugmentKind, ClassWeights, SamplerKind, SchedulerConfig, TaskKind, TrainConfig, TEXT_MODELS,
+};
 
 /// The largest `data.image_size`: 8K pixels a side (a 3-channel float image of 768 MiB).
 pub const MAX_IMAGE_SIZE: u32 = 8192;
@@ -82,7 +84,9 @@ impl TrainConfig {
             invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
         }
 
-        if torchlight_nn::architecture(&m.name).is_none() {
+        if t.task == TaskKind::Text {
+            self.validate_text()?;
+        } else if torchlight_nn::architecture(&m.name).is_none() {
             invalid(
                 "model.name",
                 &m.name,
@@ -433,6 +437,7 @@ impl TrainConfig {
             ("data.root", Some(&self.data.root)),
             ("model.pretrained", self.model.pretrained.as_ref()),
             ("train.out_dir", Some(&self.train.out_dir)),
+            ("text.tokenizer", self.text.tokenizer.as_ref()),
         ];
         for (field, path) in paths {
             if let Some(p) = path.filter(|p| p.to_str().is_none()) {
@@ -441,6 +446,106 @@ impl TrainConfig {
                     value: format!("{p:?}"),
                     reason: "is not valid UTF-8, so config.toml cannot record it".to_string(),
                 });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The most tokens a document may keep (`text.max_len`).
+pub const MAX_TEXT_LEN: usize = 1 << 16;
+/// The largest `text.max_vocab`, `text.embed_dim`, `text.hidden_size`, `text.num_filters` and
+/// `text.dim_feedforward`.
+pub const MAX_TEXT_SIZE: usize = 1 << 24;
+
+impl TrainConfig {
+    /// The checks of `train.task = "text"`: the `[text]` values, `model.name` one of
+    /// [`TEXT_MODELS`], and the image recipe's settings that the text recipe does not have
+    /// refused rather than ignored.
+    fn validate_text(&self) -> Result<()> {
+        let invalid = |field: &str, value: String, reason: String| -> Result<()> {
+            Err(RecipeError::InvalidConfig { field: field.to_string(), value, reason })
+        };
+        let (x, m, t, d) = (&self.text, &self.model, &self.train, &self.data);
+        if !TEXT_MODELS.contains(&m.name.as_str()) {
+            invalid(
+                "model.name",
+                m.name.clone(),
+                format!(
+                    "not a text model (train.task = \"text\"); expected one of {}",
+                    TEXT_MODELS.join(", ")
+                ),
+            )?;
+        }
+        if x.max_len == 0 || x.max_len > MAX_TEXT_LEN {
+            invalid(
+                "text.max_len",
+                x.max_len.to_string(),
+                format!("must be between 1 and {MAX_TEXT_LEN} tokens"),
+            )?;
+        }
+        if x.min_freq == 0 {
+            invalid(
+                "text.min_freq",
+                "0".into(),
+                "must be at least 1 (a word seen once has frequency 1)".into(),
+            )?;
+        }
+        if x.max_vocab < 3 || x.max_vocab > MAX_TEXT_SIZE {
+            invalid(
+                "text.max_vocab",
+                x.max_vocab.to_string(),
+                format!("must be between 3 ([PAD], [UNK] and one word) and {MAX_TEXT_SIZE}"),
+            )?;
+        }
+        for (field, v) in [
+            ("text.embed_dim", x.embed_dim),
+            ("text.num_filters", x.num_filters),
+            ("text.hidden_size", x.hidden_size),
+            ("text.nhead", x.nhead),
+            ("text.encoder_layers", x.encoder_layers),
+            ("text.dim_feedforward", x.dim_feedforward),
+        ] {
+            if v == 0 || v > MAX_TEXT_SIZE {
+                invalid(field, v.to_string(), format!("must be between 1 and {MAX_TEXT_SIZE}"))?;
+            }
+        }
+        if x.embed_dim % x.nhead != 0 {
+            invalid(
+                "text.nhead",
+                x.nhead.to_string(),
+                format!("text.embed_dim ({}) must divide by the number of attention heads", x.embed_dim),
+            )?;
+        }
+        if !(0.0..1.0).contains(&x.dropout) {
+            invalid("text.dropout", x.dropout.to_string(), "is a probability, in [0, 1)".into())?;
+        }
+        // The image recipe's settings with no meaning here, refused rather than ignored.
+        let not_text = "is an image-recipe setting; the text recipe does not have it (leave it out)";
+        let image_only = [
+            ("model.pretrained", m.pretrained.is_some()),
+            ("model.key_rewrite", !m.key_rewrite.is_empty()),
+            ("model.freeze_bn", m.freeze_bn),
+            ("model.freeze_bn_while_frozen", m.freeze_bn_while_frozen),
+            ("optim.layer_decay", self.optim.layer_decay.is_some()),
+            ("data.sampler", d.sampler != SamplerKind::Random),
+            ("data.ra_reps", d.ra_reps != 1),
+            ("data.auto_augment", d.auto_augment != AutoAugmentKind::None),
+            ("data.random_erase", d.random_erase != 0.0),
+            ("train.mixup_alpha", t.mixup_alpha != 0.0),
+            ("train.cutmix_alpha", t.cutmix_alpha != 0.0),
+            ("train.model_ema", t.model_ema),
+        ];
+        for (field, set) in image_only {
+            if set {
+                let value = toml::Table::try_from(self)
+                    .ok()
+                    .and_then(|c| {
+                        let (section, key) = field.split_once('.')?;
+                        c.get(section)?.get(key).map(|v| v.to_string())
+                    })
+                    .unwrap_or_default();
+                invalid(field, value, format!("{not_text} (train.task = \"text\")"))?;
             }
         }
         Ok(())

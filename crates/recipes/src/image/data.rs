@@ -262,13 +262,22 @@ pub fn sharded_loader(
 /// inverse class frequency of the training split (`n / (C * count)`, scikit-learn's
 /// "balanced"), or the given list, which must have one weight per class.
 pub fn class_weights(config: &TrainConfig, splits: &Splits, device: Device) -> Result<Option<Tensor>> {
-    let c = splits.classes.len();
+    class_weights_of(config, &splits.train_targets(), &splits.classes, device)
+}
+
+/// [`class_weights`] of any recipe's training split: its `targets` and `classes`.
+pub(crate) fn class_weights_of(
+    config: &TrainConfig,
+    targets: &[i64],
+    classes: &[String],
+    device: Device,
+) -> Result<Option<Tensor>> {
+    let c = classes.len();
     let weights = match &config.train.class_weights {
         ClassWeights::Named(ClassWeightsKind::None) => return Ok(None),
         ClassWeights::Named(ClassWeightsKind::Balanced) => {
-            let targets = splits.train_targets();
             let mut counts = vec![0usize; c];
-            for t in &targets {
+            for t in targets {
                 counts[*t as usize] += 1;
             }
             let n = targets.len() as f64;
@@ -279,11 +288,7 @@ pub fn class_weights(config: &TrainConfig, splits: &Splits, device: Device) -> R
                 return Err(RecipeError::InvalidConfig {
                     field: "train.class_weights".into(),
                     value: format!("{w:?}"),
-                    reason: format!(
-                        "has {} weights for {c} classes ({})",
-                        w.len(),
-                        splits.classes.join(", ")
-                    ),
+                    reason: format!("has {} weights for {c} classes ({})", w.len(), classes.join(", ")),
                 });
             }
             w.clone()

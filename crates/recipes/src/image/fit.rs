@@ -3,12 +3,13 @@
 
 use super::data::{class_weights, open_splits, sharded_loader, Splits};
 use crate::card::ModelCard;
-use crate::config::{ExtendSchedule, TrainConfig};
+use crate::config::{TaskKind, TrainConfig};
 use crate::error::{RecipeError, Result};
 use crate::model::{build_model, check_batch_norm_batches, model_architecture};
 use crate::optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
+use crate::resume::{prepare_resume, Resumed};
 use crate::run_dir::RunDir;
-use crate::summary::{ParamGroupSummary, RunSummary};
+use crate::summary::{check_finite_validation, ParamGroupSummary, RunSummary};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tch::{Kind, Tensor};
@@ -18,17 +19,6 @@ use torchlight_train::{
     best_of, plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping,
     MetricsSummary, MixupCutMix, ModelEma, Monitor, Progress, Stage, StepConfig, Trainer,
 };
-
-/// The config keys a resumed run may change: how long it trains and where, not what it learns.
-pub const RESUME_CHANGEABLE: &[&str] = &[
-    "train.epochs",
-    "train.device",
-    "train.extend_schedule",
-    "train.allow_nonfinite_val",
-    "train.checkpoint_every_steps",
-    "train.log_interval",
-    "data.workers",
-];
 
 /// Trains as `config` says in a new run folder under `config.train.out_dir`. Everything that
 /// can fail before training (the config, the data, the model and its weights) is checked
@@ -55,6 +45,7 @@ fn fit_on(
     world: Option<Box<dyn Distributed>>,
 ) -> Result<RunSummary> {
     config.validate()?;
+    check_image_task(&config)?;
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
     // The architecture takes this image size (a ViT's patch grid): built once, uninitialised.
@@ -89,6 +80,18 @@ fn fit_on(
         config.write_toml_file(run.config_path())?;
     }
     train_run(config, splits, run, None, 0, progress, world)
+}
+
+/// This recipe trains `train.task = "image"` runs only (`text::fit` the text ones).
+fn check_image_task(config: &TrainConfig) -> Result<()> {
+    if config.train.task != TaskKind::Image {
+        return Err(RecipeError::InvalidConfig {
+            field: "train.task".into(),
+            value: format!("{:?}", config.train.task.name()),
+            reason: "the image recipe trains image runs; text runs train through torchlight_recipes::text (data-parallel text training is not there yet)".into(),
+        });
+    }
+    Ok(())
 }
 
 /// The new run folder of a data-parallel run: rank 0 makes it, the others learn its number
@@ -126,7 +129,7 @@ fn run_number(path: &Path) -> i64 {
 
 /// Continues the run in `run_dir` from its `last` checkpoint, exactly where it stopped (mid-
 /// epoch too), with its own config; `changes` (`("train.epochs", "20")`, ...) may change only
-/// the [`RESUME_CHANGEABLE`] keys. More epochs than a finished run had extend it; the lr
+/// the [`RESUME_CHANGEABLE`](crate::image::RESUME_CHANGEABLE) keys. More epochs than a finished run had extend it; the lr
 /// schedule continues over the new length or restarts over the added epochs
 /// (`train.extend_schedule`), as the output says.
 pub fn resume(run_dir: &Path, changes: &[(String, String)], progress: &Progress) -> Result<RunSummary> {
@@ -155,114 +158,12 @@ fn resume_on(
     let main = world.as_ref().is_none_or(|w| w.is_main());
     let quiet = Progress::quiet();
     let progress = if main { progress } else { &quiet };
-    let run = RunDir::open(run_dir)?;
-    let saved = TrainConfig::from_toml_file(run.config_path())?;
-    let last = run.checkpoints_dir()?.join("last");
-    if !last.exists() && torchlight_checkpoint::read_meta(&last).is_err() {
-        return Err(RecipeError::RunDir {
-            path: run.path().to_path_buf(),
-            reason: format!(
-                "there is no {} to resume from: training stopped before it saved one (at the end of the first epoch, or every train.checkpoint_every_steps); start the run again",
-                last.display()
-            ),
-        });
-    }
-    let checkpoint = Checkpoint::load(&last)?;
-    let card = ModelCard::from_checkpoint(&checkpoint)?;
-    // The config the weights were trained with is the checkpoint's: a hand-edited
-    // `config.toml` may change what `--set` may change on resume, and nothing else.
-    if let Some((key, held, edited)) = first_unchangeable_change(&card.config, &saved) {
-        return Err(RecipeError::RunDir {
-            path: run.config_path(),
-            reason: format!(
-                "`{key}` is {edited} here but {held} in the checkpoint {} was trained with: a resumed run keeps its config; only {} may change: undo the edit, or start a new run to change it",
-                last.display(),
-                RESUME_CHANGEABLE.join(", ")
-            ),
-        });
-    }
-    let mut config = saved.clone();
-    for (key, value) in changes {
-        config.set(key, value)?;
-    }
-    check_changes(&saved, &config)?;
-    config.validate()?;
-    let position = checkpoint.meta.progress;
-    drop(checkpoint);
-    let (done, target) = (position.epoch, config.train.epochs as u64);
-    if position.batch == 0 && done >= target {
-        return Err(RecipeError::RunDir {
-            path: run.path().to_path_buf(),
-            reason: format!(
-                "the run has already trained {done} epochs (train.epochs = {target}): to train more, resume with more epochs (torchlight train --resume {} --epochs {})",
-                run.path().display(),
-                done + 5
-            ),
-        });
-    }
-    let mut schedule_start = card.schedule_start;
-    if target != saved.train.epochs as u64 {
-        let kind = config.scheduler.kind();
-        let how = if config.train.extend_schedule == ExtendSchedule::Restart && position.batch == 0 {
-            schedule_start = done;
-            format!(
-                "the {kind} schedule restarts over epochs {}-{target} (train.extend_schedule = \"restart\")",
-                done + 1
-            )
-        } else {
-            format!(
-                "the {kind} schedule is rebuilt for {target} epochs and continues from epoch {done} (set train.extend_schedule = \"restart\" for a fresh one)"
-            )
-        };
-        progress.line(&format!("changing the run from {} to {target} epochs: {how}", saved.train.epochs));
-    }
-    if let Some(w) = world.as_deref() {
-        // Every rank has read the saved config before rank 0 rewrites it.
-        w.barrier()?;
-    }
-    if main {
-        config.write_toml_file(run.config_path())?;
-    }
+    let Resumed { config, run, last, schedule_start, restore_scheduler } =
+        prepare_resume(run_dir, changes, progress, world.as_deref())?;
+    check_image_task(&config)?;
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
-    let restart = schedule_start != card.schedule_start;
-    train_run(config, splits, run, Some((last, !restart)), schedule_start, progress, world)
-}
-
-/// Refuses a `--set` (or flag) on resume that changes a key outside [`RESUME_CHANGEABLE`].
-fn check_changes(saved: &TrainConfig, config: &TrainConfig) -> Result<()> {
-    match first_unchangeable_change(saved, config) {
-        None => Ok(()),
-        Some((key, before, value)) => Err(RecipeError::InvalidOverride {
-            key,
-            value,
-            reason: format!(
-                "a resumed run keeps its config (it has {before}); only {} may change: start a new run to change it",
-                RESUME_CHANGEABLE.join(", ")
-            ),
-        }),
-    }
-}
-
-/// The first key outside [`RESUME_CHANGEABLE`] whose value differs between `saved` and
-/// `config`, with both values as TOML text (`no value` for an unset one).
-fn first_unchangeable_change(saved: &TrainConfig, config: &TrainConfig) -> Option<(String, String, String)> {
-    let (a, b) = (toml::Table::try_from(saved).ok()?, toml::Table::try_from(config).ok()?);
-    let shown = |v: Option<&toml::Value>| v.map_or("no value".to_string(), |v| v.to_string());
-    let sections: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-    for section in sections {
-        let (sa, sb) = (a.get(section.as_str()), b.get(section.as_str()));
-        let fields: std::collections::BTreeSet<&String> =
-            [sa, sb].into_iter().flatten().filter_map(|t| t.as_table()).flat_map(|t| t.keys()).collect();
-        for field in fields {
-            let key = format!("{section}.{field}");
-            let (before, after) = (sa.and_then(|s| s.get(field)), sb.and_then(|s| s.get(field)));
-            if before != after && !RESUME_CHANGEABLE.contains(&key.as_str()) {
-                return Some((key, shown(before), shown(after)));
-            }
-        }
-    }
-    None
+    train_run(config, splits, run, Some((last, restore_scheduler)), schedule_start, progress, world)
 }
 
 /// The recipe proper: loaders, model, optimizer, schedule and task, a [`Trainer`] with the
@@ -453,46 +354,6 @@ fn train_run(
         check_finite_validation(&fitted.history, &summary, t.allow_nonfinite_val, progress)?;
     }
     Ok(summary)
-}
-
-/// A run whose validation figures were NaN or Inf (weights or BatchNorm statistics gone
-/// non-finite, e.g. under `train.on_nonfinite = "skip"`) says so, naming the epochs, and fails
-/// unless `train.allow_nonfinite_val`; those epochs were never taken as best.
-fn check_finite_validation(
-    history: &[torchlight_train::EpochRecord],
-    summary: &RunSummary,
-    allowed: bool,
-    progress: &Progress,
-) -> Result<()> {
-    let bad: Vec<String> = history
-        .iter()
-        .filter_map(|r| {
-            let names = r.non_finite_validation();
-            (!names.is_empty()).then(|| format!("epoch {} ({})", r.epoch, names.join(", ")))
-        })
-        .collect();
-    if bad.is_empty() {
-        return Ok(());
-    }
-    let best = if summary.best_epoch > 0 {
-        format!("checkpoints/best is epoch {}, the best finite one", summary.best_epoch)
-    } else {
-        "no epoch validated finite, so there is no best checkpoint".to_string()
-    };
-    let message = format!(
-        "validation was not finite at {}: the weights or the BatchNorm statistics went non-finite in training; {best}",
-        bad.join(", ")
-    );
-    progress.line(&format!("warning: {message}"));
-    if allowed {
-        return Ok(());
-    }
-    Err(RecipeError::RunDir {
-        path: summary.run_dir.clone(),
-        reason: format!(
-            "{message}; lower optim.lr or set train.grad_clip, or set train.allow_nonfinite_val = true to accept the run"
-        ),
-    })
 }
 
 /// The EMA `train.model_ema*` ask for: torchvision's (`--model-ema-decay` adjusted as its

@@ -7,9 +7,11 @@ mod data;
 mod evaluate;
 mod fit;
 
+pub use crate::resume::RESUME_CHANGEABLE;
+pub(crate) use data::class_weights_of;
 pub use data::{
     class_weights, eval_preprocessing, loader, open_splits, sharded_loader, train_transform,
     train_transform_for, Loader, Split, Splits,
 };
 pub use evaluate::{evaluate, evaluate_with_logits, Evaluated};
-pub use fit::{fit, fit_distributed, resume, resume_distributed, RESUME_CHANGEABLE};
+pub use fit::{fit, fit_distributed, resume, resume_distributed};

@@ -1,6 +1,6 @@
 //! Integration tests of torchlight-recipes, in one binary (each test binary links libtorch):
 //! the config, the image-classification recipe end to end (fit, resume, the test split), the
-//! loop's guards as the recipe runs them, run folders and the doctor.
+//! loop's guards as the recipe runs them, run folders, the doctor and the text recipe.
 
 mod config;
 mod doctor;
@@ -8,6 +8,7 @@ mod fit;
 mod guard;
 mod param_groups;
 mod run_dir;
+mod text;
 
 /// A fresh temporary folder, removed when the guard drops.
 pub(crate) fn temp_dir() -> tempfile::TempDir {

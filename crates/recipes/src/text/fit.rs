@@ -1,0 +1,245 @@
+//! `fit` and `resume` of the text recipe: a `TrainConfig` with `train.task = "text"` in; a
+//! trained, tested and checkpointed run folder, with its tokenizer, out.
+
+use super::data::{loader, new_tokenizer, open_splits, run_tokenizer, truncation_of, TextDataset};
+use super::model::text_classifier_config;
+use crate::card::ModelCard;
+use crate::config::{TaskKind, TrainConfig};
+use crate::error::{RecipeError, Result};
+use crate::optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
+use crate::resume::{prepare_resume, Resumed};
+use crate::run_dir::RunDir;
+use crate::summary::{check_finite_validation, ParamGroupSummary, RunSummary};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+use torchlight_checkpoint::Checkpoint;
+use torchlight_nn::{
+    to_device, BiLstmClassifier, FastText, Module, MultiInput, TextClassifierConfig, TextCnn,
+    TransformerClassifier,
+};
+use torchlight_tensor::seed_everything;
+use torchlight_text::{TextSplits, Tokenized, Tokenizer};
+use torchlight_train::{
+    plot_confusion_matrix, BackboneFinetuning, Classification, EarlyStopping, MetricsSummary, Progress,
+    Stage, StepConfig, Trainer,
+};
+
+/// The head of every text classifier: the parameters at `optim.lr` (the rest, embeddings and
+/// encoders, at `optim.backbone_lr`, which is `optim.lr` unless set).
+const HEAD: &str = "fc";
+
+/// Trains as `config` (`train.task = "text"`) says in a new run folder under
+/// `config.train.out_dir`: the config, the data (every document read once) and the tokenizer
+/// are checked before the folder is made; the tokenizer is saved in it beside `config.toml`.
+pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
+    config.validate()?;
+    check_text_task(&config)?;
+    let splits = open_splits(&config)?;
+    config.validate_for_classes(splits.classes.len())?;
+    let (tokenizer, file) = new_tokenizer(&config, &splits)?;
+    let run = RunDir::create_next(&config.train.out_dir)?;
+    config.write_toml_file(run.config_path())?;
+    let saved = run.join(file);
+    tokenizer.save(&saved)?;
+    progress.line(&format!("tokenizer: {} ids, saved as {}", tokenizer.vocab_size(), saved.display()));
+    train_run(config, splits, tokenizer, run, None, 0, progress)
+}
+
+/// Continues the text run in `run_dir` from its `last` checkpoint, exactly where it stopped,
+/// with the config and the tokenizer of its folder; `changes` may change only the
+/// [`RESUME_CHANGEABLE`](crate::image::RESUME_CHANGEABLE) keys, as for images.
+pub fn resume(run_dir: &Path, changes: &[(String, String)], progress: &Progress) -> Result<RunSummary> {
+    let Resumed { config, run, last, schedule_start, restore_scheduler } =
+        prepare_resume(run_dir, changes, progress, None)?;
+    check_text_task(&config)?;
+    let (tokenizer, path) = run_tokenizer(run.path())?;
+    progress.line(&format!("tokenizer: {} ids, from {}", tokenizer.vocab_size(), path.display()));
+    let splits = open_splits(&config)?;
+    config.validate_for_classes(splits.classes.len())?;
+    train_run(config, splits, tokenizer, run, Some((last, restore_scheduler)), schedule_start, progress)
+}
+
+fn check_text_task(config: &TrainConfig) -> Result<()> {
+    if config.train.task != TaskKind::Text {
+        return Err(RecipeError::InvalidConfig {
+            field: "train.task".into(),
+            value: format!("{:?}", config.train.task.name()),
+            reason: "the text recipe trains text runs (train.task = \"text\"); image runs train through torchlight_recipes::image".into(),
+        });
+    }
+    Ok(())
+}
+
+/// What [`train_model`] needs besides the model.
+struct Run {
+    config: TrainConfig,
+    splits: TextSplits,
+    tokenizer: Arc<dyn Tokenizer>,
+    run: RunDir,
+    resume: Option<(PathBuf, bool)>,
+    schedule_start: u64,
+    started: Instant,
+}
+
+/// Seeds, builds the model `model.name` names on the CPU (so a seed gives the same weights
+/// on any device) and trains it.
+fn train_run(
+    config: TrainConfig,
+    splits: TextSplits,
+    tokenizer: Arc<dyn Tokenizer>,
+    run: RunDir,
+    resume: Option<(PathBuf, bool)>,
+    schedule_start: u64,
+    progress: &Progress,
+) -> Result<RunSummary> {
+    let started = Instant::now();
+    seed_everything(config.train.seed);
+    let classes = splits.classes.len();
+    let num_classes = config.model.num_classes.unwrap_or(classes);
+    if num_classes != classes {
+        return Err(RecipeError::InvalidConfig {
+            field: "model.num_classes".into(),
+            value: num_classes.to_string(),
+            reason: format!("the data has {classes} classes: {}", splits.classes.join(", ")),
+        });
+    }
+    let c: TextClassifierConfig = text_classifier_config(&config, tokenizer.vocab_size(), num_classes);
+    let name = config.model.name.clone();
+    let r = Run { config, splits, tokenizer, run, resume, schedule_start, started };
+    match name.as_str() {
+        "fasttext" => train_model(FastText::new(&c), r, progress),
+        "textcnn" => train_model(TextCnn::new(&c), r, progress),
+        "bilstm" => train_model(BiLstmClassifier::new(&c), r, progress),
+        "transformer" => train_model(TransformerClassifier::new(&c), r, progress),
+        other => Err(RecipeError::InvalidConfig {
+            field: "model.name".into(),
+            value: other.to_string(),
+            reason: format!("not a text model; expected one of {}", crate::config::TEXT_MODELS.join(", ")),
+        }),
+    }
+}
+
+/// The recipe proper, the image recipe's with text loaders: optimizer, schedule and task, a
+/// [`Trainer`] with the run folder's callbacks, then the test split on the best checkpoint
+/// and `summary.json`.
+fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress) -> Result<RunSummary> {
+    let Run { config, splits, tokenizer, run, resume, schedule_start, started } = r;
+    let t = &config.train;
+    let device = t.device_spec()?.resolve()?;
+    to_device(&model, device);
+    let classes = splits.classes.clone();
+    let task = Classification::new(classes.len()).with_label_smoothing(t.label_smoothing).with_top_k(t.top_k);
+    let task = match crate::image::class_weights_of(&config, &splits.train_targets(), &classes, device)? {
+        Some(w) => task.with_class_weights(w),
+        None => task,
+    };
+    let max_len = config.text.max_len;
+    let train_set: TextDataset = Tokenized::new(splits.train, Arc::clone(&tokenizer));
+    let cut = truncation_of(&train_set, max_len);
+    progress.line(&format!(
+        "text.max_len {max_len}: {} of {} training documents ({:.1}%) are longer and are cut, {} tokens dropped",
+        cut.truncated,
+        cut.documents,
+        100.0 * cut.share(),
+        cut.dropped_tokens
+    ));
+    let val_docs = torchlight_data::Dataset::len(&splits.val);
+    let mut train_loader = loader(train_set, &config, true, device)?;
+    let mut val_loader = loader(Tokenized::new(splits.val, Arc::clone(&tokenizer)), &config, false, device)?;
+    let groups = ParamGroupSummary::of(&param_groups(&config, &model, HEAD)?);
+    progress.line(&format!(
+        "lr: head {:e}, embeddings and encoder {:e} ({})",
+        config.optim.lr,
+        config.backbone_lr(),
+        config.backbone_lr_rule()
+    ));
+    for (i, g) in groups.iter().enumerate() {
+        progress.line(&format!("param group {i}: {g}"));
+    }
+    let mut optimizer = build_optimizer(&config, &model, HEAD)?;
+    let steps_per_epoch = train_loader.len().div_ceil(t.accumulation_steps);
+    let span = (t.epochs as u64).saturating_sub(schedule_start).max(1);
+    let scheduler = build_scheduler(&config, optimizer.as_mut(), steps_per_epoch, span)?;
+    let plateau = build_plateau(&config, optimizer.as_ref())?;
+    let card = ModelCard { config: config.clone(), classes: classes.clone(), schedule_start };
+    let step = StepConfig {
+        amp: t.amp,
+        accumulation: t.accumulation_steps,
+        grad_clip: t.grad_clip,
+        on_nonfinite: t.on_nonfinite,
+        ..StepConfig::default()
+    };
+    let mut builder = Trainer::builder()
+        .device(device)
+        .epochs(t.epochs as u64)
+        .step_config(step)
+        .log_every(t.log_interval)
+        .data_seed(t.seed)
+        .progress(progress.clone())
+        .config(serde_json::to_value(&card).expect("the model card serialises"))
+        .callback(BackboneFinetuning::new(config.model.freeze_epochs as u64, HEAD))
+        .run_dir(run.path());
+    if let Some(patience) = t.early_stopping_patience {
+        builder = builder.callback(EarlyStopping::new(patience));
+    }
+    if let Some(n) = t.checkpoint_every_steps {
+        builder = builder.checkpoint_every_n_steps(n);
+    }
+    if let Some((s, interval)) = scheduler {
+        builder = builder.lr_scheduler(s, interval);
+    }
+    if let Some((p, monitor)) = plateau {
+        builder = builder.plateau_scheduler(p, monitor);
+    }
+    if let Some((last, restore_scheduler)) = resume {
+        builder = builder.resume_from(last).restore_scheduler(restore_scheduler);
+    }
+    let mut trainer = builder.build()?;
+    let fitted =
+        trainer.fit(&mut model, &task, optimizer.as_mut(), &mut train_loader, Some(&mut val_loader))?;
+
+    let (mut test_acc, mut test_topk_acc) = (None, None);
+    let best_dir = run.checkpoints_dir()?.join("best");
+    if let (Some(test), true) = (splits.test, best_dir.join("meta.json").is_file()) {
+        Checkpoint::load(&best_dir)?.restore_model(&model)?;
+        let mut test_loader = loader(Tokenized::new(test, Arc::clone(&tokenizer)), &config, false, device)?;
+        let metrics = trainer.evaluate(&model, &task, &mut test_loader, Stage::Test)?;
+        let test = MetricsSummary::from_metrics(&metrics)?;
+        plot_confusion_matrix(&test.confusion, &classes, run.confusion_matrix_path())?;
+        progress.line(&format!(
+            "test (best checkpoint, epoch {}): acc {:.4}  top{} {:.4}  on {} documents",
+            fitted.best.map_or(0, |b| b.1),
+            test.top1,
+            test.k,
+            test.topk,
+            test.count
+        ));
+        (test_acc, test_topk_acc) = (Some(test.top1), Some(test.topk));
+    }
+    let summary = RunSummary {
+        run_dir: run.path().to_path_buf(),
+        best_val_acc: fitted.best.map_or(f64::NAN, |b| b.0),
+        best_epoch: fitted.best.map_or(0, |b| b.1),
+        test_acc,
+        test_topk_acc,
+        epochs: fitted.epochs,
+        stopped_early: fitted.stopped_early.is_some(),
+        seconds: started.elapsed().as_secs_f64(),
+        train_images_per_s: fitted.samples_per_s,
+        classes,
+        world_size: 1,
+        batch_size: t.batch_size,
+        best_ema_val_acc: None,
+        best_ema_epoch: None,
+        ema_selected: false,
+        param_groups: groups,
+    };
+    let path = run.summary_path();
+    let text = serde_json::to_string_pretty(&summary).expect("the summary serialises");
+    std::fs::write(&path, text).map_err(|e| RecipeError::io(&path, e))?;
+    if val_docs > 0 {
+        check_finite_validation(&fitted.history, &summary, t.allow_nonfinite_val, progress)?;
+    }
+    Ok(summary)
+}

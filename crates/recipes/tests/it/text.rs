@@ -1,0 +1,178 @@
+//! The text recipe end to end on generated TextFolders: each of the four models learns, a run
+//! resumes, the tokenizer lands in the run folder, and bad `[text]` values are named.
+
+use crate::{temp_dir, torch_rng_lock};
+use std::path::Path;
+use torchlight_recipes::text::{fit, resume, TOKENIZER_FILE, VOCAB_FILE};
+use torchlight_recipes::*;
+use torchlight_train::Progress;
+
+/// The words that decide each class; every document holds five of its class's among filler.
+const KEYWORDS: [[&str; 3]; 3] =
+    [["apple", "pear", "plum"], ["river", "lake", "sea"], ["iron", "gold", "tin"]];
+
+/// Writes `root/<split>/<class>/<i>.txt` for each `(split, per_class)`: 32-word documents of
+/// filler words (`w0` ... `w39`) with five of the class's keywords at random places.
+pub(crate) fn write_corpus(root: &Path, splits: &[(&str, usize)], seed: u64) {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let classes = ["fruit", "water", "metal"];
+    for (split, per_class) in splits {
+        for (c, class) in classes.iter().enumerate() {
+            let dir = root.join(split).join(class);
+            std::fs::create_dir_all(&dir).unwrap();
+            for i in 0..*per_class {
+                let mut words: Vec<String> = (0..27).map(|_| format!("w{}", next(40))).collect();
+                for _ in 0..5 {
+                    let at = next(words.len() + 1);
+                    words.insert(at, KEYWORDS[c][next(3)].to_string());
+                }
+                std::fs::write(dir.join(format!("{i:03}.txt")), words.join(" ") + ".\n").unwrap();
+            }
+        }
+    }
+}
+
+fn text_config(root: &Path, out: &Path, model: &str, epochs: usize) -> TrainConfig {
+    let mut c = TrainConfig::default();
+    c.train.task = TaskKind::Text;
+    c.model.name = model.to_string();
+    c.data.root = root.to_path_buf();
+    c.data.workers = 1;
+    c.data.val_fraction = 0.25;
+    c.text.max_len = 32;
+    c.text.embed_dim = 16;
+    c.text.num_filters = 16;
+    c.text.hidden_size = 16;
+    c.text.dim_feedforward = 32;
+    c.text.encoder_layers = 1;
+    c.text.dropout = 0.1;
+    c.optim.lr = 1e-2;
+    c.train.epochs = epochs;
+    c.train.batch_size = 16;
+    c.train.top_k = 2;
+    c.train.device = "cpu".into();
+    c.train.out_dir = out.to_path_buf();
+    c
+}
+
+/// Trains `model` for `epochs` on 60 documents a class (a quarter held out) and returns its
+/// best validation accuracy, checking the run folder on the way.
+fn learns(model: &str, epochs: usize) {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (root, out) = (tmp.path().join("data"), tmp.path().join("runs"));
+    write_corpus(&root, &[("train", 60)], 3);
+    let summary = fit(text_config(&root, &out, model, epochs), &Progress::quiet()).unwrap();
+    // Chance is 1/3.
+    assert!(summary.best_val_acc > 0.8, "{model}: best val_acc {}", summary.best_val_acc);
+    let run = &summary.run_dir;
+    for file in
+        [VOCAB_FILE, "config.toml", "metrics.csv", "summary.json", "checkpoints/best", "checkpoints/last"]
+    {
+        assert!(run.join(file).exists(), "{model}: no {file} in {}", run.display());
+    }
+    let config = TrainConfig::from_toml_file(run.join("config.toml")).unwrap();
+    assert_eq!((config.train.task, config.model.name.as_str()), (TaskKind::Text, model));
+}
+
+#[test]
+fn fasttext_learns_a_generated_corpus() {
+    learns("fasttext", 10);
+}
+
+#[test]
+fn textcnn_learns_a_generated_corpus() {
+    learns("textcnn", 5);
+}
+
+#[test]
+fn bilstm_learns_a_generated_corpus() {
+    learns("bilstm", 8);
+}
+
+#[test]
+fn transformer_learns_a_generated_corpus() {
+    learns("transformer", 8);
+}
+
+#[test]
+fn a_text_run_resumes_from_its_folder_with_its_tokenizer() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (root, out) = (tmp.path().join("data"), tmp.path().join("runs"));
+    write_corpus(&root, &[("train", 24), ("test", 6)], 5);
+    let first = fit(text_config(&root, &out, "textcnn", 2), &Progress::quiet()).unwrap();
+    assert_eq!(first.epochs, 2);
+    let run = first.run_dir.clone();
+    let vocab = std::fs::read_to_string(run.join(VOCAB_FILE)).unwrap();
+    // More training data after the start must not change the run's ids: resume reads its vocabulary.
+    write_corpus(&root, &[("train", 30)], 9);
+    let changes = vec![("train.epochs".to_string(), "4".to_string())];
+    let second = resume(&run, &changes, &Progress::quiet()).unwrap();
+    assert_eq!((second.epochs, second.run_dir.as_path()), (4, run.as_path()));
+    assert_eq!(std::fs::read_to_string(run.join(VOCAB_FILE)).unwrap(), vocab);
+    let rows = std::fs::read_to_string(run.join("metrics.csv")).unwrap().lines().count();
+    assert_eq!(rows, 1 + 4, "a header and one row per epoch");
+    assert!(second.test_acc.is_some(), "the test split runs on the best checkpoint");
+    // A resumed text run keeps what it learns from.
+    let err = resume(&run, &[("text.max_len".into(), "16".into())], &Progress::quiet()).unwrap_err();
+    assert!(err.to_string().contains("text.max_len"), "{err}");
+}
+
+#[test]
+fn a_given_tokenizer_file_is_used_and_saved_in_the_run_folder() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (root, out) = (tmp.path().join("data"), tmp.path().join("runs"));
+    write_corpus(&root, &[("train", 12)], 7);
+    // A vocabulary made elsewhere (a word one here: any file load_tokenizer reads will do).
+    let words = "apple pear plum river lake sea iron gold tin";
+    let vocab =
+        torchlight_text::WordVocab::build([words], &torchlight_text::WordVocabConfig::default()).unwrap();
+    let given = tmp.path().join("given.json");
+    torchlight_text::Tokenizer::save(&vocab, &given).unwrap();
+    let mut config = text_config(&root, &out, "fasttext", 1);
+    config.text.tokenizer = Some(given.clone());
+    let summary = fit(config, &Progress::quiet()).unwrap();
+    let saved = summary.run_dir.join(TOKENIZER_FILE);
+    assert_eq!(std::fs::read_to_string(saved).unwrap(), std::fs::read_to_string(given).unwrap());
+    assert!(!summary.run_dir.join(VOCAB_FILE).exists());
+}
+
+#[test]
+fn bad_text_config_values_are_named() {
+    let tmp = temp_dir();
+    let (root, out) = (tmp.path().join("data"), tmp.path().join("runs"));
+    write_corpus(&root, &[("train", 4)], 1);
+    let named = |edit: &dyn Fn(&mut TrainConfig), field: &str| {
+        let mut c = text_config(&root, &out, "textcnn", 1);
+        edit(&mut c);
+        let err = fit(c, &Progress::quiet()).unwrap_err().to_string();
+        assert!(err.contains(field) && !err.contains('\n'), "{field}: {err}");
+    };
+    named(&|c| c.text.max_len = 0, "text.max_len");
+    named(&|c| c.text.min_freq = 0, "text.min_freq");
+    named(&|c| c.text.nhead = 3, "text.nhead");
+    named(&|c| c.text.dropout = 1.5, "text.dropout");
+    named(&|c| c.model.name = "resnet18".into(), "model.name");
+    named(&|c| c.train.mixup_alpha = 0.2, "train.mixup_alpha");
+    named(&|c| c.text.tokenizer = Some(tmp.path().join("missing.json")), "missing.json");
+    assert!(!out.exists(), "a failed start leaves no run folder");
+    let mut c = TrainConfig::default();
+    let err = c.set("task", "audio").unwrap_err().to_string();
+    assert!(err.contains("train.task") && err.contains("image") && err.contains("text"), "{err}");
+    let err = c.set("text.max_lenght", "3").unwrap_err().to_string();
+    assert!(err.contains("text.max_lenght"), "{err}");
+    // The image recipe refuses a text config, naming the key.
+    c.set("task", "text").unwrap();
+    c.model.name = "textcnn".into();
+    c.data.root = root.clone();
+    let err = torchlight_recipes::image::fit(c, &Progress::quiet()).unwrap_err().to_string();
+    assert!(err.contains("train.task"), "{err}");
+}
