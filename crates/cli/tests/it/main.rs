@@ -170,9 +170,17 @@ fn train_resume_eval_export_and_predict_from_the_command_line() {
         json["accuracy"], summary["test_acc"],
         "eval of the best checkpoint reproduces the run's test accuracy"
     );
+    // Which checkpoint served it, as eval, export and predict say.
+    let best = s(&straight.join("checkpoints/best"));
+    assert_eq!(json["checkpoint"]["path"], serde_json::json!(best), "{json}");
+    assert_eq!(json["checkpoint"]["epoch"], summary["best_epoch"], "{json}");
+    assert_eq!(json["checkpoint"]["metric"]["name"], "val_acc", "{json}");
+    let text = ok(&["eval", "--checkpoint", &s(&straight), "--data", &s(&data)]);
+    assert!(text.starts_with(&format!("checkpoint {best} (epoch ")), "{text}");
 
     let pt = dir.join("model.pt");
-    ok(&["export", "--checkpoint", &s(&straight), "--format", "torchscript", "--out", &s(&pt)]);
+    let wrote = ok(&["export", "--checkpoint", &s(&straight), "--format", "torchscript", "--out", &s(&pt)]);
+    assert!(wrote.contains(&format!("from checkpoint {best} (epoch ")), "{wrote}");
     ok(&["export", "--checkpoint", &s(&straight), "--format", "onnx", "--out", &s(&dir.join("model.onnx"))]);
     let image = data.join("test/star/00000.jpg");
     let from_pt: serde_json::Value = serde_json::from_str(&ok(&[
@@ -187,6 +195,7 @@ fn train_resume_eval_export_and_predict_from_the_command_line() {
     .unwrap();
     let from_ckpt: serde_json::Value =
         serde_json::from_str(&ok(&["predict", "--checkpoint", &s(&straight), &s(&image), "--json"])).unwrap();
+    assert_eq!(from_ckpt[0]["checkpoint"]["path"], serde_json::json!(best), "{from_ckpt}");
     let top = from_pt[0]["top"].as_array().unwrap();
     assert_eq!(top.len(), 3);
     let total: f64 = top.iter().map(|t| t["probability"].as_f64().unwrap()).sum();
@@ -198,6 +207,32 @@ fn train_resume_eval_export_and_predict_from_the_command_line() {
     let p_pt = from_pt[0]["top"][0]["probability"].as_f64().unwrap();
     let p_ck = from_ckpt[0]["top"][0]["probability"].as_f64().unwrap();
     assert!((p_pt - p_ck).abs() < 1e-5, "{p_pt} vs {p_ck}");
+
+    // A run folder without `best` says why there is none; without any checkpoint, that too.
+    let broken = dir.join("broken");
+    std::fs::create_dir_all(broken.join("checkpoints")).unwrap();
+    std::fs::copy(straight.join("config.toml"), broken.join("config.toml")).unwrap();
+    let last = broken.join("checkpoints/last");
+    std::fs::create_dir_all(&last).unwrap();
+    for f in std::fs::read_dir(straight.join("checkpoints/last")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, last.join(f.file_name().unwrap())).unwrap();
+    }
+    let eval_broken = || fails(&["eval", "--checkpoint", &s(&broken), "--data", &s(&data)]);
+    let err = eval_broken();
+    assert!(err.contains("the run has no best checkpoint: no epoch had a finite validation score"), "{err}");
+    let meta_path = last.join("meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    meta["progress"]["epoch"] = serde_json::json!(0);
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+    let err = eval_broken();
+    assert!(err.contains("training stopped before its first epoch ended, so no best exists yet"), "{err}");
+    std::fs::remove_dir_all(&last).unwrap();
+    let err = eval_broken();
+    assert!(err.contains("a run folder with no checkpoint yet"), "{err}");
+    let err = fails(&["train", "--resume", &s(&broken)]);
+    assert!(err.contains("to resume from: training stopped before it saved one"), "{err}");
 
     // A checkpoint evaluated on data with other classes is an error naming both.
     let err = fails(&["eval", "--checkpoint", &s(&straight), "--data", &s(&dir.join("data/source/train"))]);
