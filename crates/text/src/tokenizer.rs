@@ -1,5 +1,5 @@
-//! The `Tokenizer` trait (a document to token ids, and a file that travels with the model),
-//! and `load_tokenizer`, which opens either kind of tokenizer file.
+//! The `Tokenizer` trait: a document to token ids, and a file that travels with the model
+//! (`load_tokenizer`, in `load.rs`, opens either kind).
 
 use crate::error::Result;
 use std::path::Path;
@@ -15,7 +15,7 @@ pub trait Tokenizer: Send + Sync {
     /// collates do both.
     ///
     /// # Errors
-    /// [`TextError::Tokenizer`] when the tokenizer fails on the text.
+    /// [`TextError::Tokenizer`](crate::TextError::Tokenizer) when the tokenizer fails on the text.
     fn encode(&self, text: &str) -> Result<Vec<u32>>;
 
     /// The number of ids (every id is below it): an embedding's `num_embeddings`.
@@ -28,10 +28,10 @@ pub trait Tokenizer: Send + Sync {
     /// byte-level BPE).
     fn unk_id(&self) -> Option<u32>;
 
-    /// Writes the tokenizer to `path` as JSON ([`load_tokenizer`] reads it back).
+    /// Writes the tokenizer to `path` as JSON ([`load_tokenizer`](crate::load_tokenizer) reads it back).
     ///
     /// # Errors
-    /// [`TextError::Write`] naming the file.
+    /// [`TextError::Write`](crate::TextError::Write) naming the file.
     fn save(&self, path: &Path) -> Result<()>;
 }
 
