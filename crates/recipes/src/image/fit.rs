@@ -17,7 +17,7 @@ use torchlight_checkpoint::Checkpoint;
 use torchlight_tensor::seed_everything;
 use torchlight_train::{
     best_of, plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping,
-    MetricsSummary, MixupCutMix, ModelEma, Monitor, Progress, Stage, StepConfig, Trainer,
+    MetricsSummary, MixupCutMix, ModelEma, Monitor, Progress, Stage, Trainer,
 };
 
 /// Trains as `config` says in a new run folder under `config.train.out_dir`. Everything that
@@ -226,13 +226,7 @@ fn train_run(
     let scheduler = build_scheduler(&config, optimizer.as_mut(), steps_per_epoch, span)?;
     let plateau = build_plateau(&config, optimizer.as_ref())?;
     let card = ModelCard { config: config.clone(), classes: classes.clone(), schedule_start };
-    let step = StepConfig {
-        amp: t.amp,
-        accumulation: t.accumulation_steps,
-        grad_clip: t.grad_clip,
-        on_nonfinite: t.on_nonfinite,
-        ..StepConfig::default()
-    };
+    let step = crate::doctor::step_config(&config);
     let mut builder = Trainer::builder()
         .device(device)
         .epochs(t.epochs as u64)

@@ -22,7 +22,7 @@ use torchlight_tensor::seed_everything;
 use torchlight_text::{TextSplits, Tokenized, Tokenizer};
 use torchlight_train::{
     plot_confusion_matrix, BackboneFinetuning, Classification, EarlyStopping, MetricsSummary, Progress,
-    Stage, StepConfig, Trainer,
+    Stage, Trainer,
 };
 
 /// The head of every text classifier: the parameters at `optim.lr` (the rest, embeddings and
@@ -163,13 +163,7 @@ fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress
     let scheduler = build_scheduler(&config, optimizer.as_mut(), steps_per_epoch, span)?;
     let plateau = build_plateau(&config, optimizer.as_ref())?;
     let card = ModelCard { config: config.clone(), classes: classes.clone(), schedule_start };
-    let step = StepConfig {
-        amp: t.amp,
-        accumulation: t.accumulation_steps,
-        grad_clip: t.grad_clip,
-        on_nonfinite: t.on_nonfinite,
-        ..StepConfig::default()
-    };
+    let step = crate::doctor::step_config(&config);
     let mut builder = Trainer::builder()
         .device(device)
         .epochs(t.epochs as u64)
