@@ -15,6 +15,8 @@
 #   tests:<crate>       cuda  the crate's `cuda::` tests (release test binary, cuda-tests feature)
 #   train               cuda  `torchlight train --device cuda --amp` on the kit's tiny ImageFolder
 #   train-cpu-stand-in  host  only without a GPU: the same command on the CPU, 1 epoch, no --amp
+#   train-text          cuda  `torchlight train --task text --model bilstm --device cuda --amp` on a
+#                             generated two-class TextFolder (cuDNN's packed LSTM under fp16)
 #   bench               cuda  `torchlight-bench gpu run`: resnet50 fp32 vs AMP, copies, GradScaler, data stall
 #   bench-pytorch       cuda  the same rows in PyTorch (pytorch_gpu_bench.py), the reference
 # Without a GPU each cuda part reports "skipped: no CUDA". `torchlight-bench gpu summarize` then
@@ -267,6 +269,44 @@ else
     record train-cpu-stand-in host failed "$(elapsed "$t0")" - \
       "torchlight train --device cpu: $(why "$rc" "$t"): $(tail -n 1 "$OUT/parts/train.log")"
   fi
+fi
+
+# --- train-text --------------------------------------------------------------------------
+# text_corpus DIR: DIR/train/<class>/<i>.txt, 40 documents per class of 12 to 30 filler words
+# with the class's keyword three times (the CLI test's corpus, larger).
+text_corpus() {
+  local c class word i j n words
+  for c in 0 1; do
+    class=$([ "$c" = 0 ] && echo pos || echo neg)
+    word=$([ "$c" = 0 ] && echo good || echo bad)
+    mkdir -p "$1/train/$class"
+    for i in $(seq 0 39); do
+      n=$(( 12 + (i * 7 + c) % 19 ))
+      words=""
+      for j in $(seq 1 "$n"); do words="$words w$(( (i * 7 + j * 3 + c) % 23 ))"; done
+      echo "$word$words $word and $word" > "$1/train/$class/$i.txt"
+    done
+  done
+}
+t0=$(date +%s)
+if [ "$GPU" = yes ]; then
+  t=$(limit 90)
+  text_corpus "$SCRATCH/text"
+  captured "$OUT/parts/train-text.log" "$t" "$KIT/bin/torchlight" train --task text --data "$SCRATCH/text" \
+    --model bilstm --epochs 3 --batch-size 16 --workers 2 --device cuda --amp --out "$SCRATCH/runs-text" \
+    --set text.max_len=64
+  rc=$?
+  summary="$(find "$SCRATCH/runs-text" -name summary.json 2> /dev/null | head -n 1)"
+  if (( rc == 0 )) && [ -n "$summary" ]; then
+    cp "$summary" "$OUT/train/summary-text.json"
+    record train-text cuda passed "$(elapsed "$t0")" - \
+      "bilstm, 3 epochs, fp16 + GradScaler: $(grep -E 'best|val_acc' "$OUT/parts/train-text.log" | tail -n 1)"
+  else
+    record train-text cuda failed "$(elapsed "$t0")" - \
+      "torchlight train --task text --device cuda --amp: $(why "$rc" "$t"): $(tail -n 1 "$OUT/parts/train-text.log")"
+  fi
+else
+  record train-text cuda skipped 0 - "skipped: no CUDA"
 fi
 
 # --- bench, bench-pytorch ----------------------------------------------------------------
