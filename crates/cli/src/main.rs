@@ -1,5 +1,6 @@
 //! `torchlight`: train, evaluate, predict with, summarise and export image classifiers.
 
+mod augment;
 mod calibrate;
 mod demo_data;
 mod distributed;
@@ -36,6 +37,9 @@ enum Command {
     Summary(summary::Args),
     /// Export a checkpoint to ONNX, TorchScript, or its weights alone as safetensors.
     Export(export::Args),
+    /// Write what the model sees: the run's train transform applied to a few images several
+    /// times, as PNGs and one contact sheet.
+    Augment(augment::Args),
     /// Check data, model and training set-up, cheapest first: PASS / WARN / FAIL with fixes.
     Doctor(doctor::Args),
     /// Write the synthetic demo image set (what `cargo xtask train-demo` trains on).
@@ -68,6 +72,7 @@ fn main() {
         Command::Export(args) => export::run(args),
         Command::DemoData(args) => demo_data::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Augment(args) => augment::run(args),
         Command::Setup(args) => setup::run(args),
     };
     if let Err(err) = result {

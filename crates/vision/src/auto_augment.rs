@@ -240,6 +240,13 @@ impl Transform for TrivialAugmentWide {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn apply_torch(&self, input: Sample, g: &mut dyn RngCore) -> Option<Result<Sample>> {
+        Some(
+            expect_image(input, "TrivialAugmentWide")
+                .and_then(|image| Ok(Sample::Image(self.apply_with(image, g)?))),
+        )
+    }
 }
 
 /// `torchvision.transforms.RandAugment(num_ops=2, magnitude=9, num_magnitude_bins=31, NEAREST,
@@ -310,5 +317,12 @@ impl Transform for RandAugment {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn apply_torch(&self, input: Sample, g: &mut dyn RngCore) -> Option<Result<Sample>> {
+        Some(
+            expect_image(input, "RandAugment")
+                .and_then(|image| Ok(Sample::Image(self.apply_with(image, g)?))),
+        )
     }
 }

@@ -91,6 +91,10 @@ impl Transform for CenterCrop {
         self
     }
 
+    fn apply_torch(&self, input: Sample, _g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        crate::transform::apply_drawing_nothing(self, input)
+    }
+
     fn leading_crop(&self) -> Option<&dyn LeadingCrop> {
         Some(self)
     }

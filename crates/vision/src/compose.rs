@@ -1,6 +1,6 @@
 //! `Compose`: transforms in sequence, with adjacent steps fused where a step offers it.
 
-use crate::error::Result;
+use crate::error::{Result, VisionError};
 use crate::image::Image;
 use crate::random_resized_crop::CropBox;
 use crate::transform::{LeadingCrop, Sample, Transform};
@@ -52,6 +52,30 @@ impl Compose {
     }
 
     /// The first step's crop, when it has one.
+    /// The steps with torchvision's draws from `g` ([`Transform::apply_torch`]): with a
+    /// [`crate::TorchGenerator`] seeded as `torch.manual_seed(s)`, torchvision's output for the
+    /// same steps after that call.
+    ///
+    /// # Errors
+    /// A step's own error, or [`VisionError::Transform`] naming the first step that has no
+    /// torch-draw path.
+    pub fn apply_like_torch(&self, mut input: Sample, g: &mut dyn rand::RngCore) -> Result<Sample> {
+        for (i, t) in self.transforms.iter().enumerate() {
+            input = match t.as_any().downcast_ref::<Compose>() {
+                Some(inner) => inner.apply_like_torch(input, g)?,
+                None => t.apply_torch(input, g).ok_or_else(|| VisionError::Transform {
+                    transform: "Compose",
+                    message: format!(
+                        "step {} ({}) has no torch-draw path (Transform::apply_torch), so torchvision's draws cannot be repeated through it",
+                        i + 1,
+                        step_name(t.as_ref())
+                    ),
+                })??,
+            };
+        }
+        Ok(input)
+    }
+
     fn head_crop(&self) -> Option<&dyn LeadingCrop> {
         self.plan.first().and_then(|t| t.leading_crop())
     }
@@ -72,6 +96,18 @@ impl Transform for Compose {
     fn leading_crop(&self) -> Option<&dyn LeadingCrop> {
         self.head_crop()?;
         Some(self)
+    }
+
+    /// The steps one after the other, unfused (a fused step equals its pair bit for bit and
+    /// makes the same draws), each through its own `apply_torch`; `None` when a step has none.
+    fn apply_torch(&self, mut input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        for t in &self.transforms {
+            input = match t.apply_torch(input, g)? {
+                Ok(sample) => sample,
+                Err(e) => return Some(Err(e)),
+            };
+        }
+        Some(Ok(input))
     }
 }
 
@@ -98,6 +134,12 @@ impl LeadingCrop for Compose {
 }
 
 /// The steps that run: left to right, each step offered the next through [`Transform::fuse`].
+/// A step's type name as its `Debug` form starts (`RandomResizedCrop { .. }` -> `RandomResizedCrop`).
+fn step_name(t: &dyn Transform) -> String {
+    let debug = format!("{t:?}");
+    debug.split([' ', '(', '{']).next().unwrap_or_default().to_string()
+}
+
 fn fuse(transforms: &[Arc<dyn Transform>]) -> Vec<Arc<dyn Transform>> {
     let mut plan: Vec<Arc<dyn Transform>> = Vec::with_capacity(transforms.len());
     for t in transforms {

@@ -137,6 +137,16 @@ impl Transform for RandomHorizontalFlip {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn apply_torch(&self, mut input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        if crate::torch_draws::bernoulli(g, self.p) {
+            match &mut input {
+                Sample::Image(image) => hflip(image),
+                Sample::Tensor(tensor) => hflip_tensor(tensor),
+            }
+        }
+        Some(Ok(input))
+    }
 }
 
 impl Transform for RandomVerticalFlip {
@@ -152,6 +162,16 @@ impl Transform for RandomVerticalFlip {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn apply_torch(&self, mut input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        if crate::torch_draws::bernoulli(g, self.p) {
+            match &mut input {
+                Sample::Image(image) => vflip(image),
+                Sample::Tensor(tensor) => vflip_tensor(tensor),
+            }
+        }
+        Some(Ok(input))
     }
 }
 

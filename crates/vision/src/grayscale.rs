@@ -61,6 +61,10 @@ impl Transform for Grayscale {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn apply_torch(&self, input: Sample, _g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        crate::transform::apply_drawing_nothing(self, input)
+    }
 }
 
 #[cfg(test)]

@@ -198,4 +198,11 @@ impl Transform for RandomErasing {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn apply_torch(&self, input: Sample, g: &mut dyn RngCore) -> Option<Result<Sample>> {
+        Some(match input {
+            Sample::Tensor(t) => self.apply_with(t, g).map(Sample::Tensor),
+            image => self.apply(image, &mut torchlight_base::seed::rng_from_seed(0)),
+        })
+    }
 }

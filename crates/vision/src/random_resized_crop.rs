@@ -164,6 +164,13 @@ impl Transform for RandomResizedCrop {
         self
     }
 
+    fn apply_torch(&self, input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        Some(expect_image(input, "RandomResizedCrop").map(|image| {
+            let crop = self.get_params_with(image.height(), image.width(), g);
+            Sample::Image(self.crop_resize(&image, crop))
+        }))
+    }
+
     fn leading_crop(&self) -> Option<&dyn LeadingCrop> {
         Some(self)
     }

@@ -142,6 +142,10 @@ impl Transform for Resize {
         self
     }
 
+    fn apply_torch(&self, input: Sample, _g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        crate::transform::apply_drawing_nothing(self, input)
+    }
+
     /// Fuses with a following [`CenterCrop`]: only the pixels the crop keeps are resampled.
     fn fuse(&self, next: &dyn Transform) -> Option<Box<dyn Transform>> {
         let crop = next.as_any().downcast_ref::<CenterCrop>()?;
@@ -173,6 +177,10 @@ impl Transform for ResizeCenterCrop {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn apply_torch(&self, input: Sample, _g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        crate::transform::apply_drawing_nothing(self, input)
     }
 }
 

@@ -52,6 +52,10 @@ impl Transform for ToTensor {
         self
     }
 
+    fn apply_torch(&self, input: Sample, _g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        crate::transform::apply_drawing_nothing(self, input)
+    }
+
     /// Fuses with a following [`Normalize`]: one lookup-table pass
     /// ([`Normalize::to_tensor_normalized`]).
     fn fuse(&self, next: &dyn Transform) -> Option<Box<dyn Transform>> {
@@ -75,5 +79,9 @@ impl Transform for ToTensorNormalize {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn apply_torch(&self, input: Sample, _g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        crate::transform::apply_drawing_nothing(self, input)
     }
 }

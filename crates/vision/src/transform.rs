@@ -133,6 +133,25 @@ pub trait Transform: Debug + Send + Sync {
         let _ = next;
         None
     }
+
+    /// The transform with torchvision's random draws, made from `g` as torch's CPU generator
+    /// makes them: with a [`crate::TorchGenerator`] seeded as `torch.manual_seed(s)`, the
+    /// output torchvision's transform gives after that call (what `torchlight augment
+    /// --torch-seed` shows). A transform that draws nothing gives `Some(apply(..))`.
+    ///
+    /// `None` (the default): the transform has no such path; [`crate::Compose::apply_torch`]
+    /// then names it. Built-in: every transform of the recipes' presets (RandomResizedCrop,
+    /// the flips, TrivialAugmentWide, RandAugment, RandomErasing, and the deterministic
+    /// Resize, CenterCrop, Grayscale, ToTensor, Normalize).
+    fn apply_torch(&self, input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        let _ = (input, g);
+        None
+    }
+}
+
+/// [`Transform::apply`] of a transform that draws nothing, for its [`Transform::apply_torch`].
+pub(crate) fn apply_drawing_nothing(t: &dyn Transform, input: Sample) -> Option<Result<Sample>> {
+    Some(t.apply(input, &mut torchlight_base::seed::rng_from_seed(0)))
 }
 
 /// A transform that starts by keeping a box of the image whose position follows from the

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod augment;
 mod backbones;
 mod calibrate;
 mod distributed;

@@ -3,11 +3,13 @@
 //! cross-entropy, staged fine-tuning, a run folder; then the test split. `torchlight train`
 //! is this recipe.
 
+mod augment;
 mod data;
 mod evaluate;
 mod fit;
 
 pub use crate::resume::RESUME_CHANGEABLE;
+pub use augment::{augment_files, augment_split, contact_sheet, save_png, to_u8, Augmented, Draws};
 pub(crate) use data::class_weights_of;
 pub use data::{
     class_weights, eval_preprocessing, loader, open_splits, sharded_loader, train_transform,

@@ -2,6 +2,7 @@
 //! the config, the image-classification recipe end to end (fit, resume, the test split), the
 //! loop's guards as the recipe runs them, run folders, the doctor and the text recipe.
 
+mod augment;
 mod config;
 mod doctor;
 mod fit;

@@ -103,3 +103,35 @@ fn seeded_preset_pipeline_equals_torchvisions_tensors() {
     }
     println!("80 seeds equal torchvision; {erased} erased");
 }
+
+/// `Compose::apply_like_torch` runs the steps unfused, each with torch's draws (the same tensor
+/// as the step-by-step pipeline above for the first seeds), and names a step that has no
+/// torch-draw path instead of drawing otherwise.
+#[test]
+fn compose_apply_like_torch_repeats_the_steps_and_names_a_step_without_torch_draws() {
+    use torchlight_vision::{
+        ColorJitter, Compose, Normalize, RandomErasing, RandomHorizontalFlip, RandomResizedCrop, Sample,
+        ToTensor,
+    };
+    let fixtures = read_safetensors("pipeline.safetensors");
+    let input = &fixtures["input"];
+    let image = Image::new(input.shape[1], input.shape[0], input.shape[2], input.u8s.clone());
+    let preset = Compose::default()
+        .then(RandomResizedCrop::new(10))
+        .then(RandomHorizontalFlip::default())
+        .then(TrivialAugmentWide::default())
+        .then(ToTensor)
+        .then(Normalize::imagenet())
+        .then(RandomErasing::new(0.25));
+    let n = 3 * 10 * 10;
+    for (seed, want) in fixtures["out"].f32s.chunks_exact(n).enumerate().take(20) {
+        let got =
+            preset.apply_like_torch(Sample::Image(image.clone()), &mut TorchGenerator::new(seed as u64));
+        assert_eq!(got.unwrap().into_tensor().unwrap().data, want, "seed {seed}");
+    }
+    let jitter =
+        Compose::default().then(RandomResizedCrop::new(10)).then(ColorJitter::new(0.4, 0.4, 0.4, 0.1));
+    let err =
+        jitter.apply_like_torch(Sample::Image(image), &mut TorchGenerator::new(0)).unwrap_err().to_string();
+    assert!(err.contains("step 2 (ColorJitter)") && err.contains("no torch-draw path"), "{err}");
+}
