@@ -4,6 +4,7 @@
 
 mod config;
 mod doctor;
+mod doctor_text;
 mod fit;
 mod guard;
 mod param_groups;
