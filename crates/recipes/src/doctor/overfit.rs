@@ -50,7 +50,14 @@ where
             break;
         }
     }
-    let (first, last) = (losses[0], *losses.last().expect("at least one step"));
+    let (Some(&first), Some(&last)) = (losses.first(), losses.last()) else {
+        return Ok(Finding::new(
+            3,
+            "overfit_one_batch",
+            Status::Skip,
+            "not run: 0 steps asked (--overfit-steps)",
+        ));
+    };
     // Halved but not at the target: the model learns the batch, only slowly (FastText at
     // AdamW's 1e-3), which is a WARN about the lr or the step count, not "cannot memorise".
     let slow = last.is_finite() && last < 0.5 * first;

@@ -233,6 +233,9 @@ fn the_generic_stages_take_text_batches_overfit_a_fasttext_and_catch_bad_ids() {
     let ok = overfit_batch(&model, "fc", &batch, &c, &options()).unwrap();
     assert_eq!(ok.status, Status::Pass, "{ok:?}");
     assert!(ok.figure.contains("on 8 documents (target < 0.1)"), "{ok:?}");
+    let none =
+        overfit_batch(&model, "fc", &batch, &c, &DoctorOptions { overfit_steps: 0, ..options() }).unwrap();
+    assert_eq!(none.status, Status::Skip, "0 steps is no verdict (and no panic): {none:?}");
     // At AdamW's 1e-3 FastText learns the batch, but too slowly for 60 steps: a WARN about the
     // lr, not a FAIL that blames the labels.
     let mut slow = c.clone();
