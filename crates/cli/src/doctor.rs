@@ -2,18 +2,25 @@
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
-use torchlight_recipes::{doctor, DoctorOptions, Status, TrainConfig};
+use torchlight_recipes::{doctor, DoctorOptions, Status, TaskKind, TrainConfig};
 
 /// Options of `torchlight doctor`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// ImageFolder root with `train/` and optional `val/`, `test/` (config `data.root`).
+    /// ImageFolder root with `train/` and optional `val/`, `test/` (config `data.root`); with
+    /// `--task text`, a TextFolder root (`train/<class>/*.txt`).
     #[arg(long)]
     data: PathBuf,
+    /// What the config trains (config `train.task`): `image` (the default) or `text`, whose
+    /// checklist adds duplicate documents across splits, lengths against `text.max_len` and
+    /// unknown tokens.
+    #[arg(long, value_name = "image|text")]
+    task: Option<String>,
     /// A TOML config file (the one `train` would use).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Architecture: resnet18, resnet34, resnet50, resnet101, resnet152.
+    /// Architecture (config `model.name`): any `train --model`, e.g. resnet18; with
+    /// `--task text`: fasttext, textcnn, bilstm, transformer.
     #[arg(long)]
     model: Option<String>,
     /// Any other config value, as `section.key=value` (repeatable).
@@ -36,6 +43,9 @@ pub fn run(args: Args) -> Result<()> {
         None => TrainConfig::default(),
     };
     config.set("data.root", &args.data.display().to_string())?;
+    if let Some(task) = &args.task {
+        config.set("train.task", task)?;
+    }
     if let Some(model) = &args.model {
         config.set("model.name", model)?;
     }
@@ -45,11 +55,11 @@ pub fn run(args: Args) -> Result<()> {
         };
         config.set(key.trim(), value.trim())?;
     }
+    let text = config.train.task == TaskKind::Text;
     if !config.data.train_dir().is_dir() {
-        bail!(
-            "{}: no train/ folder; --data must name an ImageFolder root holding train/<class>/",
-            args.data.display()
-        );
+        let (folder, files) =
+            if text { ("a TextFolder", "train/<class>/*.txt") } else { ("an ImageFolder", "train/<class>/") };
+        bail!("{}: no train/ folder; --data must name {folder} root holding {files}", args.data.display());
     }
     let options = DoctorOptions {
         overfit_steps: args.overfit_steps,
@@ -60,8 +70,10 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        // Which decoder turns the JPEGs into pixels: libjpeg-turbo decodes exactly as PIL does.
-        println!("JPEG decoder: {}", torchlight_vision::jpeg_decoder());
+        if !text {
+            // Which decoder turns the JPEGs into pixels: libjpeg-turbo decodes exactly as PIL does.
+            println!("JPEG decoder: {}", torchlight_vision::jpeg_decoder());
+        }
         print!("{}", report.to_text());
     }
     let failed = report.findings.iter().filter(|f| f.status == Status::Fail).count();

@@ -12,7 +12,8 @@
 //! - What recipes share: the model of a config ([`build_model`]), its optimizer and schedule
 //!   ([`param_groups`], [`build_optimizer`], [`build_scheduler`], [`build_plateau`]), the [`ModelCard`] a checkpoint carries, the
 //!   [`RunSummary`] and the numbered [`RunDir`].
-//! - [`doctor`](mod@doctor): the "why does it not train" checklist, cheapest check first.
+//! - [`doctor`](mod@doctor): the "why does it not train" checklist, cheapest check first, for
+//!   image and text configs.
 //! - [`synthetic`]: the deterministic image sets of the demo and the tests.
 
 mod card;

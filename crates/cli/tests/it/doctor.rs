@@ -62,3 +62,66 @@ fn doctor_runs_the_checklist_as_text_and_json() {
     assert_eq!(err, "error: doctor found 1 failing check(s)");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn doctor_task_text_checks_duplicates_lengths_and_unknown_words() {
+    let dir = temp("doctor-text");
+    let data = dir.join("data");
+    crate::text::corpus(&data);
+    let data_s = s(&data);
+    let mut args = vec!["doctor", "--task", "text", "--data", &data_s, "--model", "fasttext"];
+    args.extend_from_slice(&[
+        "--set",
+        "text.embed_dim=16",
+        "--set",
+        "text.max_len=32",
+        "--set",
+        "train.batch_size=8",
+        "--set",
+        "train.device=cpu",
+        "--set",
+        "data.workers=0",
+        "--set",
+        "optim.lr=0.05",
+        "--run-steps",
+        "6",
+    ]);
+    let text = ok(&args);
+    for line in [
+        "[1] PASS  unreadable_documents: all 32 documents",
+        "[1] PASS  split_duplicates: no document in two splits",
+        "[1] PASS  length_truncation: tokens per training document: min 20, median 20, p95 20, max 20; text.max_len 32 cuts 0",
+        "[1] PASS  unknown_tokens: val: 0 of",
+        "[2] PASS  initial_loss",
+        "[3] PASS  overfit_one_batch",
+        "[4] PASS  grad_flow",
+    ] {
+        assert!(text.contains(line), "`{line}` in:\n{text}");
+    }
+    assert!(!text.contains("JPEG decoder"), "{text}");
+
+    // A training document copied into test/, and documents cut by a short max_len: WARNs with
+    // their figures and fixes; a WARN alone exits 0.
+    for class in ["pos", "neg"] {
+        std::fs::create_dir_all(data.join("test").join(class)).unwrap();
+    }
+    std::fs::copy(data.join("train/pos/3.txt"), data.join("test/pos/copy.txt")).unwrap();
+    std::fs::write(data.join("test/neg/own.txt"), "bad w1 bad").unwrap();
+    args.extend_from_slice(&["--set", "text.max_len=10", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+    let finding = |check: &str| {
+        json["findings"].as_array().unwrap().iter().find(|f| f["check"] == check).unwrap().clone()
+    };
+    let dup = finding("split_duplicates");
+    assert_eq!(dup["status"], "WARN", "{dup}");
+    let pair = &dup["data"]["train_test"]["pairs"][0];
+    assert!(pair[0].as_str().unwrap().ends_with("pos/3.txt"), "{dup}");
+    assert!(pair[1].as_str().unwrap().ends_with("copy.txt"), "{dup}");
+    let cut = finding("length_truncation");
+    assert_eq!((cut["status"].as_str(), cut["data"]["share"].as_f64()), (Some("WARN"), Some(1.0)), "{cut}");
+    assert_eq!(
+        cut["fix"],
+        "set text.max_len = 20 (the 95th percentile), so the model reads the whole of most documents"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

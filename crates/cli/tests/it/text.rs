@@ -5,7 +5,7 @@ use crate::{fails, ok, s, temp};
 use std::path::Path;
 
 /// `root/train/<class>/<i>.txt`: twenty-word documents whose class is the keyword they repeat.
-fn corpus(root: &Path) {
+pub(crate) fn corpus(root: &Path) {
     for (c, (class, word)) in [("pos", "good"), ("neg", "bad")].into_iter().enumerate() {
         let dir = root.join("train").join(class);
         std::fs::create_dir_all(&dir).unwrap();

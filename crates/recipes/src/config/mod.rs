@@ -33,6 +33,7 @@
 mod overrides;
 mod validate;
 
+pub(crate) use validate::MAX_TEXT_LEN;
 pub use validate::{MAX_CLASSES, MAX_IMAGE_SIZE};
 
 use crate::error::{RecipeError, Result};

@@ -2,7 +2,7 @@
 //! image sizes and channel statistics, labels against the model's outputs).
 
 use super::{DoctorOptions, Finding, Status};
-use crate::config::TrainConfig;
+use crate::config::{TaskKind, TrainConfig};
 use crate::error::Result;
 use serde_json::json;
 use std::collections::hash_map::DefaultHasher;
@@ -19,8 +19,12 @@ struct FileStats {
 
 /// Stage 1: per-class counts per split (imbalance), the same file content in two splits,
 /// unreadable files, image size and channel statistics, and the label range against the
-/// model's outputs (`model.num_classes`, or the class count when unset).
+/// model's outputs (`model.num_classes`, or the class count when unset). A text config
+/// (`train.task = "text"`) gets [`check_text_data`](super::check_text_data)'s checks instead.
 pub fn check_data(config: &TrainConfig, options: &DoctorOptions) -> Result<Vec<Finding>> {
+    if config.train.task == TaskKind::Text {
+        return super::check_text_data(config, options);
+    }
     let folders = SplitFolders::open(&config.data.root)?;
     let classes = folders.train.classes().to_vec();
     let mut splits: Vec<(&str, &ImageFolder)> = vec![("train", &folders.train)];
@@ -33,58 +37,20 @@ pub fn check_data(config: &TrainConfig, options: &DoctorOptions) -> Result<Vec<F
     let mut findings = Vec::new();
 
     // A classifier needs two classes; with one, every loss is 0 and every other check misleads.
+    findings.push(class_count(
+        &classes,
+        "put each class's images in its own folder under train/ (train/<class>/*.jpg)",
+    ));
     if classes.len() < 2 {
-        findings.push(
-            Finding::new(
-                1,
-                "class_count",
-                Status::Fail,
-                format!(
-                    "train/ has {} class folder{} ({}): a classifier needs at least 2",
-                    classes.len(),
-                    if classes.len() == 1 { "" } else { "s" },
-                    classes.join(", ")
-                ),
-            )
-            .fix("put each class's images in its own folder under train/ (train/<class>/*.jpg)")
-            .data(json!({ "classes": classes })),
-        );
         return Ok(findings);
     }
-    findings.push(Finding::new(1, "class_count", Status::Pass, format!("{} classes", classes.len())));
-
-    // Class balance.
-    let mut worst_ratio = 1.0f64;
-    let mut worst_split = "";
-    let mut counts_data = serde_json::Map::new();
-    let mut figure = Vec::new();
-    for (name, folder) in &splits {
-        let mut counts: BTreeMap<i64, usize> = (0..classes.len() as i64).map(|c| (c, 0)).collect();
-        for t in folder.targets() {
-            *counts.entry(t).or_insert(0) += 1;
-        }
-        let (min, max) = (*counts.values().min().unwrap_or(&0), *counts.values().max().unwrap_or(&0));
-        let ratio = if min == 0 { f64::INFINITY } else { max as f64 / min as f64 };
-        if ratio > worst_ratio {
-            (worst_ratio, worst_split) = (ratio, name);
-        }
-        let per: Vec<String> = counts.iter().map(|(c, n)| format!("{} {n}", classes[*c as usize])).collect();
-        figure.push(format!("{name}: {}", per.join(", ")));
-        counts_data.insert(
-            name.to_string(),
-            json!(counts.iter().map(|(c, n)| (classes[*c as usize].clone(), *n)).collect::<BTreeMap<_, _>>()),
-        );
-    }
-    let status = if worst_ratio > options.imbalance_ratio { Status::Warn } else { Status::Pass };
-    let mut text = figure.join("; ");
-    if status == Status::Warn {
-        let _ = write!(text, " (largest/smallest class {worst_ratio:.1}x in {worst_split})");
-    }
-    findings.push(
-        Finding::new(1, "class_balance", status, text)
-            .fix("set data.sampler = \"weighted\" (class-balanced sampling) or train.class_weights = \"balanced\", or collect more of the rare classes")
-            .data(json!({ "counts": counts_data, "max_ratio": worst_ratio })),
-    );
+    let targets: Vec<(&str, Vec<i64>)> = splits.iter().map(|(name, f)| (*name, f.targets())).collect();
+    findings.push(class_balance(
+        &targets,
+        &classes,
+        options.imbalance_ratio,
+        "set data.sampler = \"weighted\" (class-balanced sampling) or train.class_weights = \"balanced\", or collect more of the rare classes",
+    ));
 
     // Read every file once: content hash, decodability, size and channel statistics.
     let mut seen: HashMap<u64, Vec<(String, PathBuf)>> = HashMap::new();
@@ -202,26 +168,88 @@ pub fn check_data(config: &TrainConfig, options: &DoctorOptions) -> Result<Vec<F
 
     // Labels against the model's outputs.
     let outputs = config.model.num_classes.unwrap_or(classes.len());
-    let status = match outputs.cmp(&classes.len()) {
+    findings.push(label_range(classes.len(), outputs, false));
+    Ok(findings)
+}
+
+/// The class count: FAIL with `fix` under 2 classes (every loss would be 0).
+pub(crate) fn class_count(classes: &[String], fix: &str) -> Finding {
+    if classes.len() < 2 {
+        return Finding::new(
+            1,
+            "class_count",
+            Status::Fail,
+            format!(
+                "train/ has {} class folder{} ({}): a classifier needs at least 2",
+                classes.len(),
+                if classes.len() == 1 { "" } else { "s" },
+                classes.join(", ")
+            ),
+        )
+        .fix(fix)
+        .data(json!({ "classes": classes }));
+    }
+    Finding::new(1, "class_count", Status::Pass, format!("{} classes", classes.len()))
+}
+
+/// Per-class counts of each `(split, targets)`: WARN with `fix` when a split's largest class
+/// outnumbers its smallest more than `ratio` times (a class with none counts as infinitely
+/// rarer).
+pub(crate) fn class_balance(
+    splits: &[(&str, Vec<i64>)],
+    classes: &[String],
+    ratio: f64,
+    fix: &str,
+) -> Finding {
+    let mut worst_ratio = 1.0f64;
+    let mut worst_split = "";
+    let mut counts_data = serde_json::Map::new();
+    let mut figure = Vec::new();
+    for (name, targets) in splits {
+        let mut counts: BTreeMap<i64, usize> = (0..classes.len() as i64).map(|c| (c, 0)).collect();
+        for t in targets {
+            *counts.entry(*t).or_insert(0) += 1;
+        }
+        let (min, max) = (*counts.values().min().unwrap_or(&0), *counts.values().max().unwrap_or(&0));
+        let r = if min == 0 { f64::INFINITY } else { max as f64 / min as f64 };
+        if r > worst_ratio {
+            (worst_ratio, worst_split) = (r, name);
+        }
+        let name_of = |c: i64| classes.get(c as usize).cloned().unwrap_or_else(|| c.to_string());
+        let per: Vec<String> = counts.iter().map(|(c, n)| format!("{} {n}", name_of(*c))).collect();
+        figure.push(format!("{name}: {}", per.join(", ")));
+        counts_data.insert(
+            name.to_string(),
+            json!(counts.iter().map(|(c, n)| (name_of(*c), *n)).collect::<BTreeMap<_, _>>()),
+        );
+    }
+    let status = if worst_ratio > ratio { Status::Warn } else { Status::Pass };
+    let mut text = figure.join("; ");
+    if status == Status::Warn {
+        let _ = write!(text, " (largest/smallest class {worst_ratio:.1}x in {worst_split})");
+    }
+    Finding::new(1, "class_balance", status, text)
+        .fix(fix)
+        .data(json!({ "counts": counts_data, "max_ratio": worst_ratio }))
+}
+
+/// The labels `0..classes` against the model's `outputs`: FAIL with fewer outputs, and with
+/// more when `exact` (a recipe that refuses the mismatch); WARN with more otherwise.
+pub(crate) fn label_range(classes: usize, outputs: usize, exact: bool) -> Finding {
+    let status = match outputs.cmp(&classes) {
         std::cmp::Ordering::Less => Status::Fail,
+        std::cmp::Ordering::Greater if exact => Status::Fail,
         std::cmp::Ordering::Greater => Status::Warn,
         std::cmp::Ordering::Equal => Status::Pass,
     };
-    findings.push(
-        Finding::new(
-            1,
-            "label_range",
-            status,
-            format!(
-                "labels 0..={} ({} classes); the model has {outputs} outputs",
-                classes.len() as i64 - 1,
-                classes.len()
-            ),
-        )
-        .fix(format!("set model.num_classes = {} (or leave it unset)", classes.len()))
-        .data(json!({ "classes": classes.len(), "outputs": outputs })),
-    );
-    Ok(findings)
+    Finding::new(
+        1,
+        "label_range",
+        status,
+        format!("labels 0..={} ({classes} classes); the model has {outputs} outputs", classes as i64 - 1),
+    )
+    .fix(format!("set model.num_classes = {classes} (or leave it unset)"))
+    .data(json!({ "classes": classes, "outputs": outputs }))
 }
 
 fn content_hash(bytes: &[u8]) -> u64 {

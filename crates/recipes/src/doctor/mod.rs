@@ -2,18 +2,27 @@
 //! order, cheapest first: (1) the data, (2) one batch through the model, (3) overfitting one
 //! batch, (4) a short real run. Each check gives a [`Finding`]: PASS / WARN / FAIL, the figure
 //! it measured and one suggested fix.
+//!
+//! Image and text configs (`train.task`) differ in stages 1 and 2 ([`check_data`] /
+//! [`check_text_data`], [`check_batch`] / [`check_text_batch`]); stages 3 and 4
+//! ([`overfit_batch`], [`short_run`]) are generic over the model and batch the classification
+//! task takes, and run the same `StepRunner` for both.
 
 mod batch;
 mod data;
 mod overfit;
 mod short_run;
+mod text;
+mod text_data;
 
-pub use batch::check_batch;
+pub use batch::{check_batch, check_text_batch};
 pub use data::check_data;
 pub use overfit::overfit_batch;
 pub use short_run::{short_run, stall_finding};
+pub use text_data::check_text_data;
+use text_data::text_data;
 
-use crate::config::TrainConfig;
+use crate::config::{TaskKind, TrainConfig};
 use crate::error::{RecipeError, Result};
 use crate::image::{eval_preprocessing, loader, open_splits};
 use crate::model::{build_model, check_batch_norm_batches, model_architecture};
@@ -136,6 +145,12 @@ pub struct DoctorOptions {
     pub vanishing_norm: f64,
     /// A layer whose gradient norm exceeds this explodes; 1e3.
     pub exploding_norm: f64,
+    /// Text: the share of training documents `text.max_len` may cut before
+    /// `length_truncation` warns; 0.1 (10%).
+    pub truncation_share: f64,
+    /// Text: the share of the validation split's tokens the training vocabulary may not know
+    /// before `unknown_tokens` warns; 0.05 (5%).
+    pub unknown_share: f64,
 }
 
 impl Default for DoctorOptions {
@@ -148,6 +163,8 @@ impl Default for DoctorOptions {
             stall_share: 0.6,
             vanishing_norm: 1e-7,
             exploding_norm: 1e3,
+            truncation_share: 0.1,
+            unknown_share: 0.05,
         }
     }
 }
@@ -166,12 +183,15 @@ pub(crate) fn step_config(config: &TrainConfig) -> StepConfig {
 }
 
 /// Runs the whole checklist for `config` (its data root, model, optimizer, batch and image
-/// size, device). Later stages are SKIPped when an earlier one failed in a way that would make
-/// them meaningless (too few classes, unreadable files, labels out of range, non-finite
-/// forward).
+/// size, device; for `train.task = "text"` its TextFolder, tokenizer, `[text]` and text model).
+/// Later stages are SKIPped when an earlier one failed in a way that would make them
+/// meaningless (too few classes, unreadable files, labels out of range, non-finite forward).
 pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorReport> {
     config.validate()?;
     let device = config.train.device_spec()?.resolve()?;
+    if config.train.task == TaskKind::Text {
+        return text::doctor_text(config, options, device);
+    }
     let mut report = DoctorReport { findings: check_data(config, options)? };
     if report.worst() == Status::Fail {
         report.findings.push(skipped(2, "one batch, overfit and short run not run: fix the data first"));

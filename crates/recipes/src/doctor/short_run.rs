@@ -8,9 +8,9 @@ use crate::optimizer::build_optimizer;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Kind};
 use torchlight_nn::{count_parameters, named_parameters, Module};
-use torchlight_train::{Batch, Classification, NonFiniteAction, StepConfig, StepRunner};
+use torchlight_train::{AsDynModule, Batch, Classification, NonFiniteAction, StepConfig, StepRunner, Task};
 
 /// Per-layer gradient norms over a run (layer = parameter key without its last part).
 #[derive(Default)]
@@ -50,16 +50,24 @@ impl GradFlow {
 /// per layer (norm at the first step, mean and std over the run; vanishing and exploding
 /// layers), trainable against total parameters, and the share of step time spent waiting for
 /// `batches` (the data stall).
-pub fn short_run(
-    model: &dyn Module,
+///
+/// Any model and batches the classification task takes, as [`overfit_batch`](super::overfit_batch).
+pub fn short_run<M, B>(
+    model: &M,
     head: &str,
-    mut batches: impl Iterator<Item = Result<(Tensor, Tensor)>>,
+    mut batches: impl Iterator<Item = Result<B>>,
     config: &TrainConfig,
     device: Device,
     options: &DoctorOptions,
-) -> Result<Vec<Finding>> {
+) -> Result<Vec<Finding>>
+where
+    M: AsDynModule + ?Sized,
+    B: Batch,
+    Classification: Task<M, B>,
+{
     let mut findings = Vec::new();
-    let count = count_parameters(model);
+    let module = model.as_dyn();
+    let count = count_parameters(module);
     let share = count.trainable as f64 / count.total.max(1) as f64;
     let status = if count.trainable == 0 {
         Status::Fail
@@ -81,14 +89,14 @@ pub fn short_run(
     if count.trainable == 0 {
         return Ok(findings);
     }
-    let zero_weights: Vec<String> = named_parameters(model)
+    let zero_weights: Vec<String> = named_parameters(module)
         .into_iter()
         .filter(|(n, p)| {
             n.ends_with("weight") && p.dim() > 1 && bool::try_from(p.eq(0.0).all()).unwrap_or(false)
         })
         .map(|(n, _)| n)
         .collect();
-    let mut optimizer = build_optimizer(config, model, head)?;
+    let mut optimizer = build_optimizer(config, module, head)?;
     // The real step, but a NaN must be seen here, not stop the run: it is the finding.
     let step =
         StepConfig { on_nonfinite: NonFiniteAction::Skip, guard_nonfinite: false, ..step_config(config) };
@@ -109,8 +117,8 @@ pub fn short_run(
             break;
         }
         if micro.window_full || i + 1 == options.run_steps {
-            flow.record(model);
-            runner.optimizer_step(model, optimizer.as_mut())?;
+            flow.record(module);
+            runner.optimizer_step(module, optimizer.as_mut())?;
         }
     }
     let seconds = started.elapsed().as_secs_f64();

@@ -27,7 +27,7 @@ use torchlight_train::{
 
 /// The head of every text classifier: the parameters at `optim.lr` (the rest, embeddings and
 /// encoders, at `optim.backbone_lr`, which is `optim.lr` unless set).
-const HEAD: &str = "fc";
+pub(crate) const HEAD: &str = "fc";
 
 /// Trains as `config` (`train.task = "text"`) says in a new run folder under
 /// `config.train.out_dir`: the config, the data (every document read once) and the tokenizer

@@ -13,5 +13,6 @@ pub use data::{
     loader, new_tokenizer, open_splits, run_tokenizer, truncation_of, TextCollate, TextDataset, TextLoader,
     TOKENIZER_FILE, VOCAB_FILE,
 };
+pub(crate) use fit::HEAD;
 pub use fit::{fit, resume};
 pub use model::text_classifier_config;

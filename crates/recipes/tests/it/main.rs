@@ -5,6 +5,7 @@
 mod augment;
 mod config;
 mod doctor;
+mod doctor_text;
 mod fit;
 mod guard;
 mod param_groups;
