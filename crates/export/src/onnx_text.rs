@@ -160,15 +160,15 @@ impl Builder {
     fn fasttext(&mut self, m: &FastText, inputs: &TextInputs) -> Value {
         let path = "embedding";
         let rows = self.embedding(path, &m.embedding.weight, &inputs.ids);
-        // EmbeddingBag's padding_idx: the pad id is left out of the mean wherever it occurs.
+        // EmbeddingBag's padding_idx is left out of the mean wherever it occurs (the ids past
+        // each length are the pad id by now); without one, every position counts.
         let counted = match m.embedding.padding_idx {
             Some(p) => {
                 let p = self.int_scalar(format!("{path}.padding_idx"), p);
                 let is_pad = self.node("Equal", path, vec![inputs.ids.clone(), p], vec![]);
-                let kept = self.node("Not", path, vec![is_pad], vec![]);
-                self.node("And", path, vec![kept, inputs.valid.clone()], vec![])
+                self.node("Not", path, vec![is_pad], vec![])
             }
-            None => inputs.valid.clone(),
+            None => self.node("Equal", path, vec![inputs.ids.clone(), inputs.ids.clone()], vec![]),
         };
         let weights = self.cast(path, counted, DTYPE_FLOAT);
         let weights3 = self.unsqueeze(path, "weight_axes", weights.clone(), &[2]);

@@ -4,7 +4,8 @@
 //! the Rust model's `forward_inputs` at three batch/length shapes from one exported file
 //! (4 x 9, 3 x 13 with junk ids past the lengths, 2 x 3, shorter than TextCnn's widest filter;
 //! lengths down to 1, and 2 < 5), the padding invariance in onnxruntime (a document alone and
-//! padded to 20 beside a longer one), and the TorchScript file loaded back in Rust.
+//! padded to 20 beside a longer one), and the TorchScript file loaded back in Rust; the
+//! one-tensor trace (`export_torchscript` of `forward_t`, lengths from the padding) as well.
 //!
 //! Tolerance: 1e-5 absolute (the logits are of order 0.2 to 0.9). Measured: onnxruntime at most
 //! 1.2e-7 (TextCnn and the transformer; the BiLSTM 6e-8, FastText 6e-8), `torch.jit.load` and
@@ -145,7 +146,6 @@ fn text_classifiers_export_to_onnx_and_torchscript_that_real_runtimes_agree_with
         ("transformer", Box::new(TransformerClassifier::new(&config))),
         ("prenorm", Box::new(prenorm_transformer(&config))),
     ];
-    let mut expected = Vec::new();
     for (name, model) in &models {
         export_text_onnx(model.as_ref(), &options, dir.join(format!("{name}__onnx.onnx"))).unwrap();
         // Traced at 2 x 6, run at 4 x 9, 3 x 13 and 2 x 3.
@@ -161,7 +161,15 @@ fn text_classifiers_export_to_onnx_and_torchscript_that_real_runtimes_agree_with
             eprintln!("load_torchscript {name:12} {case}: max |diff| {diff:.2e}");
             assert!(diff <= TOL, "{name} {case}: load_torchscript differs by {diff:e}");
         }
-        expected.push(name.to_string());
+        // The one-tensor form (padded ids, lengths recovered from the padding) traces too.
+        let path = dir.join(format!("{name}-ids-only.pt"));
+        export_torchscript(model.as_ref(), &ids, &path).unwrap();
+        let loaded = load_torchscript(&path).unwrap();
+        for (case, ids, _, logits) in rows.iter().filter(|(case, ..)| case != "b") {
+            let theirs = loaded.forward_ts(&[ids]).unwrap();
+            let diff = (&theirs - logits).abs().max().double_value(&[]);
+            assert!(diff <= TOL, "{name} {case}: the forward_t trace differs by {diff:e}");
+        }
     }
     let (rows, invariance, meta) = check(&dir);
     assert_eq!(rows.len(), 2 * 3 * models.len(), "{rows:?}");
