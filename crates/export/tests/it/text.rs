@@ -208,4 +208,12 @@ fn text_graphs_use_the_documented_ops_and_other_models_are_refused() {
     assert_eq!(count(&TransformerClassifier::new(&config), "Softmax"), 2);
     let err = text_onnx_model(&Linear::new(4, 2, true), &TextOnnxOptions::new()).unwrap_err().to_string();
     assert!(err.contains("(Linear)") && err.contains("FastText, TextCnn"), "{err}");
+    // A trace without an input the model reads names it, and writes nothing.
+    let dir = out_dir("text-missing-input");
+    let path = dir.join("m.pt");
+    let ids = Inputs::new().with("ids", Tensor::ones([2, 3], (Kind::Int64, Device::Cpu)));
+    let err = export_torchscript_inputs(&FastText::new(&config), &ids, &path).unwrap_err().to_string();
+    assert!(err.contains("no input `lengths`"), "{err}");
+    assert!(!path.exists() && !path.with_extension("pt.tmp").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
