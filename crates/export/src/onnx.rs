@@ -19,6 +19,10 @@ use torchlight_vision::EvalPreprocessing;
 
 #[path = "onnx_backbones.rs"]
 mod backbones;
+#[path = "onnx_text.rs"]
+mod text;
+
+pub use text::{export_text_onnx, text_onnx_model, TextOnnxOptions};
 
 /// The ONNX opset written.
 pub const OPSET: i64 = 17;
@@ -286,6 +290,28 @@ impl Builder {
             input: inputs,
             output: vec![output.clone()],
             name: format!("{}/{op}_{}", display(name), self.next_id),
+            op_type: op.into(),
+            attribute,
+        });
+        output
+    }
+
+    /// A node with `outputs` outputs (`LSTM`'s `Y` and `Y_h`); returns their names.
+    fn node_outputs(
+        &mut self,
+        op: &str,
+        name: &str,
+        inputs: Vec<String>,
+        attribute: Vec<AttributeProto>,
+        outputs: usize,
+    ) -> Vec<String> {
+        self.next_id += 1;
+        let base = format!("{}/{op}_{}", display(name), self.next_id);
+        let output: Vec<String> = (0..outputs).map(|i| format!("{base}:{i}")).collect();
+        self.nodes.push(NodeProto {
+            input: inputs,
+            output: output.clone(),
+            name: base,
             op_type: op.into(),
             attribute,
         });

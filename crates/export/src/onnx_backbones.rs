@@ -5,7 +5,7 @@
 
 use super::{attr_float, attr_int, attr_ints, display, join, Builder, Value};
 use crate::error::Result;
-use crate::onnx_proto::TensorProto;
+use crate::onnx_proto::{TensorProto, DTYPE_INT64};
 use tch::{Kind, Tensor};
 use torchlight_nn::{
     CNBlock, ConvNeXt, EfficientNet, Encoder, EncoderBlock, FusedMBConv, Hardsigmoid, Hardswish,
@@ -13,12 +13,9 @@ use torchlight_nn::{
     MultiheadAttention, Permute, ReLU6, Sequential, SqueezeExcitation, StochasticDepth, VisionTransformer,
 };
 
-/// ONNX's INT64 element type.
-const DTYPE_INT64: i32 = 7;
-
 impl Builder {
     /// An int64 initializer (shapes, indices).
-    fn ints(&mut self, name: String, values: &[i64]) -> String {
+    pub(super) fn ints(&mut self, name: String, values: &[i64]) -> String {
         self.initializers.push(TensorProto {
             dims: vec![values.len() as i64],
             data_type: DTYPE_INT64,
@@ -29,7 +26,7 @@ impl Builder {
     }
 
     /// A scalar int64 initializer (a Gather index that drops the axis).
-    fn int_scalar(&mut self, name: String, value: i64) -> String {
+    pub(super) fn int_scalar(&mut self, name: String, value: i64) -> String {
         self.initializers.push(TensorProto {
             dims: vec![],
             data_type: DTYPE_INT64,
@@ -39,7 +36,7 @@ impl Builder {
         name
     }
 
-    fn unary(
+    pub(super) fn unary(
         &mut self,
         op: &str,
         path: &str,
@@ -49,18 +46,18 @@ impl Builder {
         Value { name: self.node(op, path, vec![x.name.clone()], attrs), rank: x.rank }
     }
 
-    fn binary(&mut self, op: &str, path: &str, a: &Value, b: String) -> Value {
+    pub(super) fn binary(&mut self, op: &str, path: &str, a: &Value, b: String) -> Value {
         Value { name: self.node(op, path, vec![a.name.clone(), b], vec![]), rank: a.rank }
     }
 
-    fn transpose(&mut self, path: &str, x: &Value, perm: &[i64]) -> Value {
+    pub(super) fn transpose(&mut self, path: &str, x: &Value, perm: &[i64]) -> Value {
         Value {
             name: self.node("Transpose", path, vec![x.name.clone()], vec![attr_ints("perm", perm)]),
             rank: Some(perm.len()),
         }
     }
 
-    fn reshape(&mut self, path: &str, suffix: &str, x: &Value, shape: &[i64]) -> Value {
+    pub(super) fn reshape(&mut self, path: &str, suffix: &str, x: &Value, shape: &[i64]) -> Value {
         let shape_name = self.ints(format!("{}.{suffix}", display(path)), shape);
         Value {
             name: self.node("Reshape", path, vec![x.name.clone(), shape_name], vec![]),
@@ -69,7 +66,7 @@ impl Builder {
     }
 
     /// `x[..., index, ...]` along `axis`, dropping the axis.
-    fn gather(&mut self, path: &str, suffix: &str, x: &Value, index: i64, axis: i64) -> Value {
+    pub(super) fn gather(&mut self, path: &str, suffix: &str, x: &Value, index: i64, axis: i64) -> Value {
         let i = self.int_scalar(format!("{}.{suffix}", display(path)), index);
         let name = self.node("Gather", path, vec![x.name.clone(), i], vec![attr_int("axis", axis)]);
         Value { name, rank: x.rank.map(|r| r - 1) }
@@ -97,7 +94,7 @@ impl Builder {
     }
 
     /// `x + branch`.
-    fn add(&mut self, path: &str, branch: Value, x: &Value) -> Value {
+    pub(super) fn add(&mut self, path: &str, branch: Value, x: &Value) -> Value {
         self.binary("Add", path, &branch, x.name.clone())
     }
 
@@ -145,7 +142,7 @@ impl Builder {
             let branch = self.binary("Mul", path, &branch, scale);
             self.add(path, branch, x)
         } else if let Some(mha) = any.downcast_ref::<MultiheadAttention>() {
-            self.self_attention(path, mha, x)
+            self.self_attention(path, mha, x, None)
         } else if let Some(b) = any.downcast_ref::<EncoderBlock>() {
             let y = self.module(&join(path, "ln_1"), &b.ln_1, x.clone())?;
             let y = self.module(&join(path, "self_attention"), &b.self_attention, y)?;
@@ -215,8 +212,15 @@ impl Builder {
 
     /// Self-attention of `[N, L, E]`: the packed projection, heads split by Reshape and
     /// Transpose, `softmax(q k^T / sqrt(d)) v` with MatMul and Softmax, heads joined, the
-    /// output projection.
-    fn self_attention(&mut self, path: &str, mha: &MultiheadAttention, x: &Value) -> Value {
+    /// output projection. `mask`, when given, is an additive `[N, 1, 1, L]` key padding mask
+    /// (0 for a key that takes part, `-inf` at padding) added to the scores before Softmax.
+    pub(super) fn self_attention(
+        &mut self,
+        path: &str,
+        mha: &MultiheadAttention,
+        x: &Value,
+        mask: Option<&str>,
+    ) -> Value {
         let e = mha.embed_dim();
         let (h, d) = (mha.num_heads, e / mha.num_heads);
         let _guard = torchlight_tensor::no_grad();
@@ -234,7 +238,10 @@ impl Builder {
         let kt = self.transpose(path, &k, &[0, 1, 3, 2]);
         let scores = self.binary("MatMul", path, &q, kt.name);
         let scale = self.scalar(&format!("{}.scale", display(path)), 1.0 / (d as f32).sqrt());
-        let scores = self.binary("Mul", path, &scores, scale);
+        let mut scores = self.binary("Mul", path, &scores, scale);
+        if let Some(mask) = mask {
+            scores = self.binary("Add", path, &scores, mask.to_string());
+        }
         let weights = self.unary("Softmax", path, &scores, vec![attr_int("axis", -1)]);
         let heads = self.binary("MatMul", path, &weights, v.name);
         let heads = self.transpose(path, &heads, &[0, 2, 1, 3]);

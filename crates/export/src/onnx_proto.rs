@@ -68,6 +68,7 @@ pub struct NodeProto {
 /// `AttributeProto.AttributeType` values used here.
 pub const ATTR_FLOAT: i32 = 1;
 pub const ATTR_INT: i32 = 2;
+pub const ATTR_STRING: i32 = 3;
 pub const ATTR_INTS: i32 = 7;
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -80,12 +81,18 @@ pub struct AttributeProto {
     pub f: f32,
     #[prost(int64, tag = "3")]
     pub i: i64,
+    #[prost(bytes = "vec", tag = "4")]
+    pub s: Vec<u8>,
     #[prost(int64, repeated, tag = "8")]
     pub ints: Vec<i64>,
 }
 
 /// `TensorProto.DataType.FLOAT`.
 pub const DTYPE_FLOAT: i32 = 1;
+/// `TensorProto.DataType.INT32` (the LSTM's `sequence_lens`).
+pub const DTYPE_INT32: i32 = 6;
+/// `TensorProto.DataType.INT64` (token ids, lengths, shapes).
+pub const DTYPE_INT64: i32 = 7;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct TensorProto {

@@ -4,8 +4,8 @@ use crate::error::{ExportError, Result};
 use crate::io::check_parent;
 use std::path::Path;
 use tch::Tensor;
-use torchlight_nn::{named_tensors, Module, Role};
-use torchlight_tensor::jit::{trace_and_save, TracedTensor};
+use torchlight_nn::{named_tensors, Inputs, Module, MultiInput, Role};
+use torchlight_tensor::jit::{trace_and_save, trace_and_save_inputs, TracedTensor};
 
 /// Traces `model` in eval mode on `example` (`[N, ...]`) and saves the TorchScript module to
 /// `path`, through a temporary file and a rename.
@@ -21,7 +21,52 @@ use torchlight_tensor::jit::{trace_and_save, TracedTensor};
 /// [`ExportError::Io`] naming `path` (never the temporary file) when its folder is missing or
 /// it cannot be written; [`ExportError::TorchScript`] when tracing fails.
 pub fn export_torchscript(model: &dyn Module, example: &Tensor, path: impl AsRef<Path>) -> Result<()> {
-    let path = path.as_ref();
+    trace_to(model, path.as_ref(), &mut |traced, tmp| {
+        trace_and_save(traced, example, &mut |x| model.forward_t(x, false), tmp)
+    })
+}
+
+/// Traces a model of several inputs (a [`MultiInput`], e.g. a text classifier) in eval mode
+/// through [`MultiInput::forward_inputs`] on `example`, and saves the TorchScript module to
+/// `path` as [`export_torchscript`] does. The module's `forward` takes the inputs as positional
+/// arguments in `example`'s (name) order: for the text classifiers `forward(ids, lengths)`,
+/// ids int64 `[B, T]` and lengths int64 `[B]`, so `torch.jit.load(path)(ids, lengths)` gives
+/// the logits.
+///
+/// The trace holds at any batch size and length: the text classifiers build their masks,
+/// positions, padding and the LSTM's zero states from the inputs themselves, never from sizes
+/// read in Rust (which a trace would freeze), and the packed LSTM is traced as
+/// `aten::_pack_padded_sequence` and `aten::lstm` over the lengths tensor.
+///
+/// # Errors
+/// As [`export_torchscript`]; a `forward_inputs` error (a missing input) is an
+/// [`ExportError::TorchScript`] naming it.
+pub fn export_torchscript_inputs(
+    model: &dyn MultiInput,
+    example: &Inputs,
+    path: impl AsRef<Path>,
+) -> Result<()> {
+    let names: Vec<String> = example.iter().map(|(name, _)| name.to_string()).collect();
+    let examples: Vec<(&str, &Tensor)> = example.iter().collect();
+    trace_to(model, path.as_ref(), &mut |traced, tmp| {
+        let forward = &mut |tensors: &[Tensor]| {
+            let inputs = names
+                .iter()
+                .zip(tensors)
+                .fold(Inputs::new(), |inputs, (name, t)| inputs.with(name.clone(), t.shallow_clone()));
+            model.forward_inputs(&inputs, false).unwrap_or_else(|e| panic!("{e}"))
+        };
+        trace_and_save_inputs(traced, &examples, forward, tmp)
+    })
+}
+
+/// The shared part of both exports: the folder checked, parameters frozen for the trace and
+/// restored, `trace` writing the temporary file, the rename.
+fn trace_to(
+    model: &dyn Module,
+    path: &Path,
+    trace: &mut dyn FnMut(&[TracedTensor<'_>], &Path) -> torchlight_tensor::Result<()>,
+) -> Result<()> {
     check_parent(path)?;
     let tensors = named_tensors(model);
     let params: Vec<&Tensor> =
@@ -37,7 +82,7 @@ pub fn export_torchscript(model: &dyn Module, example: &Tensor, path: impl AsRef
         .collect();
     let result = {
         let _guard = torchlight_tensor::no_grad();
-        trace_and_save(&traced, example, &mut |x| model.forward_t(x, false), &tmp)
+        trace(&traced, &tmp)
     };
     for (p, flag) in params.iter().zip(flags) {
         let _ = p.set_requires_grad(flag);

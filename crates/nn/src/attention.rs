@@ -101,8 +101,9 @@ impl MultiheadAttention {
             "MultiheadAttention: key_padding_mask must be [N, S] = [{batch}, {src_len}] (true at padding)"
         );
         let mask = mask.to_device(query.device());
+        // Made from the mask and unsqueezed, never from the sizes, so a trace stays dynamic.
         let additive = if mask.kind() == tch::Kind::Bool {
-            Tensor::zeros(mask.size(), (query.kind(), query.device())).masked_fill(&mask, f64::NEG_INFINITY)
+            mask.zeros_like().to_kind(query.kind()).masked_fill(&mask, f64::NEG_INFINITY)
         } else if mask.is_floating_point() {
             mask.to_kind(query.kind())
         } else {
@@ -111,7 +112,7 @@ impl MultiheadAttention {
                 mask.kind()
             )
         };
-        additive.view([batch, 1, 1, src_len])
+        additive.unsqueeze(1).unsqueeze(1)
     }
 
     /// Self-attention of `xs` `[N, L, E]` with PyTorch's `key_padding_mask` (`[N, L]`, bool,

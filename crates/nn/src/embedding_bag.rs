@@ -187,13 +187,15 @@ impl EmbeddingBag {
                 // PyTorch's fixed-length form: a bag starts every N indices, and
                 // include_last_offset is set aside.
                 let n = input.size()[1];
-                let offsets = Tensor::arange_start_step(
-                    0,
-                    input.numel() as i64,
-                    n.max(1),
-                    (Kind::Int64, input.device()),
-                )
-                .to_kind(input.kind());
+                let offsets = if n > 0 {
+                    // `b * N` made from the input rather than from its size read here, so a
+                    // TorchScript trace keeps the batch and the bag length dynamic.
+                    let sizes = input.ones_like().sum_dim_intlist(1, false, Kind::Int64);
+                    (sizes.cumsum(0, Kind::Int64) - &sizes).to_kind(input.kind())
+                } else {
+                    Tensor::arange_start_step(0, input.numel() as i64, 1, (Kind::Int64, input.device()))
+                        .to_kind(input.kind())
+                };
                 (input.reshape([-1]), offsets, per_sample_weights.map(|w| w.reshape([-1])), false)
             }
             (2, Some(_)) => {

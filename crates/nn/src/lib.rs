@@ -166,7 +166,7 @@ pub use stochastic_depth::{StochasticDepth, StochasticDepthMode};
 pub use tch::nn::ModuleT;
 pub use text_classifiers::{
     lengths_from_padding, BiLstmClassifier, Conv1d, FastText, TextClassifierConfig, TextCnn,
-    TransformerClassifier,
+    TransformerClassifier, PAD_ID,
 };
 pub use timm::{
     hub_weights_file, parse_hub_config, read_hub_folder, timm_layout, timm_to_torchvision, HubConfig,

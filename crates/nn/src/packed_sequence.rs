@@ -37,10 +37,10 @@ impl PackedSequence {
     }
 }
 
-/// The inverse of the permutation `perm` (PyTorch's `invert_permutation`).
+/// The inverse of the permutation `perm` (PyTorch's `invert_permutation`): its argsort, which
+/// a TorchScript trace keeps at every batch size (an `arange` of the size read here would not).
 fn invert_permutation(perm: &Tensor) -> Tensor {
-    let ranks = Tensor::arange(perm.size()[0], (Kind::Int64, perm.device()));
-    perm.empty_like().scatter(0, perm, &ranks)
+    perm.argsort(0, false)
 }
 
 /// Packs `input` (`[B, T, *]` when `batch_first`, else `[T, B, *]`) of per-sample `lengths`

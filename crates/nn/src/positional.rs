@@ -63,7 +63,10 @@ impl tch::nn::ModuleT for LearnedPositionalEmbedding {
             self.max_len(),
             self.d_model()
         );
-        xs + self.weight.narrow(0, 0, t)
+        // Rows gathered at positions made from `xs` itself (not `narrow(0, 0, t)` with the `t`
+        // read here), so a TorchScript trace keeps the length dynamic; the same values.
+        let positions = xs.select(-1, 0).ones_like().cumsum(-1, tch::Kind::Int64) - 1;
+        xs + Tensor::embedding(&self.weight, &positions, -1, false, false)
     }
 }
 

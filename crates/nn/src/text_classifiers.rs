@@ -23,6 +23,7 @@ use crate::inputs::{Inputs, MultiInput};
 use crate::linear::Linear;
 use crate::module::Module;
 use crate::options::LayerOptions;
+use crate::packed_sequence::pack_padded_sequence;
 use crate::positional::LearnedPositionalEmbedding;
 use crate::rnn::{RnnConfig, LSTM};
 use crate::transformer::{TransformerEncoder, TransformerEncoderLayerConfig};
@@ -186,24 +187,29 @@ fn ids_and_lengths<'a>(what: &'static str, inputs: &'a Inputs) -> Result<(&'a Te
     Ok((ids, lengths.to_device(ids.device()).to_kind(Kind::Int64)))
 }
 
-/// `[B, T]` true at the positions at or past each length (padding).
-fn padding_mask(lengths: &Tensor, t: i64) -> Tensor {
-    let positions = Tensor::arange(t, (Kind::Int64, lengths.device()));
-    positions.unsqueeze(0).ge_tensor(&lengths.unsqueeze(1))
+/// `[B, T]` int64 positions `0..T` of each row of `like` (`[B, T]`), built from `like` itself
+/// rather than from a size read in Rust, so that a TorchScript trace keeps `B` and `T` dynamic.
+fn positions_like(like: &Tensor) -> Tensor {
+    like.ones_like().cumsum(1, Kind::Int64) - 1
+}
+
+/// `[B, T]` true at the positions (`[B, T]`, from [`positions_like`]) at or past each length
+/// (padding).
+fn padding_mask(lengths: &Tensor, positions: &Tensor) -> Tensor {
+    positions.ge_tensor(&lengths.unsqueeze(1))
 }
 
 /// `ids` `[B, T]` as int64 with every id at or past its document's length set to the pad id, so
 /// nothing downstream depends on what a batch holds there.
 fn clean_ids(ids: &Tensor, lengths: &Tensor) -> Tensor {
-    ids.to_kind(Kind::Int64).masked_fill(&padding_mask(lengths, ids.size()[1]), PAD_ID)
+    ids.to_kind(Kind::Int64).masked_fill(&padding_mask(lengths, &positions_like(ids)), PAD_ID)
 }
 
 /// Each row's length recovered from padded `ids` `[B, T]`: one past the last non-pad id, at
 /// least 1 (`forward_t`'s form).
 pub fn lengths_from_padding(ids: &Tensor) -> Tensor {
-    let t = ids.size()[1];
-    let positions = Tensor::arange_start(1, t + 1, (Kind::Int64, ids.device()));
-    (ids.ne(PAD_ID).to_kind(Kind::Int64) * positions.unsqueeze(0)).amax([1], false).clamp_min(1)
+    let positions = positions_like(ids) + 1;
+    (ids.ne(PAD_ID).to_kind(Kind::Int64) * positions).amax([1], false).clamp_min(1)
 }
 
 /// A 1-D convolution (`torch.nn.Conv1d`, stride 1, no padding, one group): input
@@ -306,9 +312,10 @@ impl MultiInput for FastText {
 /// (`[B, num_filters * widths]`), dropout and a linear classifier.
 ///
 /// A window is valid when it lies inside the document; a document shorter than a filter has
-/// one window, at its start, that reads pad embeddings past its end (the ids are padded with
-/// the pad id to at least the widest filter, as Kim's code pads short sentences), so no output
-/// depends on how far the batch is padded. Keys `embedding.weight`, `convs.{i}.weight`
+/// one window, at its start, that reads pad embeddings past its end (the ids are right-padded
+/// with `widest - 1` pad ids, so every document has a window of every width, as Kim's code pads
+/// short sentences), so no output depends on how far the batch is padded. The padding does not
+/// depend on `T`, so a TorchScript trace of the model holds at every length. Keys `embedding.weight`, `convs.{i}.weight`
 /// (`[num_filters, E, k_i]`), `convs.{i}.bias`, `fc.weight`, `fc.bias`.
 #[derive(Debug, Module)]
 pub struct TextCnn {
@@ -358,9 +365,8 @@ impl TextCnn {
     pub fn forward_padded(&self, ids: &Tensor, lengths: &Tensor, train: bool) -> Tensor {
         let widest = self.convs.iter().map(Conv1d::kernel_size).max().unwrap_or(1);
         let mut ids = clean_ids(ids, lengths);
-        let t = ids.size()[1];
-        if t < widest {
-            ids = ids.constant_pad_nd([0, widest - t]);
+        if widest > 1 {
+            ids = ids.constant_pad_nd([0, widest - 1]);
         }
         let x = self.embedding.forward_t(&ids, train).transpose(1, 2); // [B, E, T']
         let pooled: Vec<Tensor> = self
@@ -371,7 +377,8 @@ impl TextCnn {
                 let h = conv.forward_t(&x, train).relu(); // [B, n, T' - k + 1]
                                                           // Windows starting at or past max(length - k + 1, 1) reach past the document.
                 let valid = (lengths - (k - 1)).clamp_min(1);
-                let h = h.masked_fill(&padding_mask(&valid, h.size()[2]).unsqueeze(1), f64::NEG_INFINITY);
+                let mask = padding_mask(&valid, &positions_like(&h.select(1, 0)));
+                let h = h.masked_fill(&mask.unsqueeze(1), f64::NEG_INFINITY);
                 h.max_dim(2, false).0
             })
             .collect();
@@ -436,7 +443,14 @@ impl BiLstmClassifier {
     /// When a length is outside `1..=T`.
     pub fn forward_padded(&self, ids: &Tensor, lengths: &Tensor, train: bool) -> Tensor {
         let x = self.embedding.forward_t(&clean_ids(ids, lengths), train);
-        let h_n = self.lstm.forward_padded(&x, lengths, train).h_n;
+        // The packed run and zero initial states made from `x` (not from sizes read here), and
+        // no padded output, so that a TorchScript trace holds at every batch size and length.
+        let packed = pack_padded_sequence(&x, lengths, true, false);
+        let config = self.lstm.config();
+        let states = config.num_layers * if config.bidirectional { 2 } else { 1 };
+        let zeros = x.narrow(1, 0, 1).narrow(2, 0, 1).permute([1, 0, 2]).zeros_like();
+        let h0 = zeros.expand([states, -1, self.lstm.hidden_size()], false).contiguous();
+        let h_n = self.lstm.forward_packed(&packed, Some((&h0, &h0)), train).h_n;
         let layers = h_n.size()[0];
         let last = Tensor::cat(&[h_n.get(layers - 2), h_n.get(layers - 1)], 1);
         self.fc.forward_t(&self.dropout.forward_t(&last, train), train)
@@ -508,7 +522,7 @@ impl TransformerClassifier {
     pub fn forward_padded(&self, ids: &Tensor, lengths: &Tensor, train: bool) -> Tensor {
         let x = self.embedding.forward_t(&clean_ids(ids, lengths), train);
         let x = self.pos_embedding.forward_t(&x, train);
-        let mask = padding_mask(lengths, ids.size()[1]);
+        let mask = padding_mask(lengths, &positions_like(ids));
         let h = self.encoder.forward_masked(&x, Some(&mask), train);
         let valid = mask.logical_not().unsqueeze(-1).to_kind(h.kind());
         let kind = h.kind();

@@ -55,14 +55,16 @@ std::vector<std::string> split(const std::string &name) {
 
 extern "C" {
 
-typedef void *(*tl_forward_fn)(void *ctx, void *input);
+typedef void *(*tl_forward_fn)(void *ctx, void **inputs, size_t n_inputs);
 
 
 // Builds a module holding `n` named tensors (dotted state_dict keys become submodules), traces
-// `forward(ctx, example)` against it and saves the result to `path`. `forward` returns a new
-// at::Tensor* or null when it failed.
+// `forward(ctx, examples, n_inputs)` against it, the examples being the traced forward's
+// arguments named `input_names` in order, and saves the result to `path`. `forward` returns a
+// new at::Tensor* or null when it failed.
 int tl_jit_trace_save(const char **names, void **tensors, const bool *is_buffer, size_t n,
-                      void *example, tl_forward_fn forward, void *ctx, const char *path) {
+                      void **examples, const char **input_names, size_t n_inputs,
+                      tl_forward_fn forward, void *ctx, const char *path) {
   bool tracing = false;
   int rc = tl::guarded([&] {
     auto cu = std::make_shared<torch::jit::CompilationUnit>();
@@ -92,11 +94,13 @@ int tl_jit_trace_save(const char **names, void **tensors, const bool *is_buffer,
     auto graph = state->graph;
     Value *self_value = graph->insertInput(0, "self")->setType(root._ivalue()->type());
     gather(*state, self_value, root, "__module");
-    auto &input = *static_cast<at::Tensor *>(example);
-    Value *input_value = graph->addInput("input");
-    input_value->setType(c10::TensorType::get());
-    state->setValue(input, input_value);
-    void *raw = forward(ctx, example);
+    for (size_t i = 0; i < n_inputs; ++i) {
+      auto &input = *static_cast<at::Tensor *>(examples[i]);
+      Value *input_value = graph->addInput(input_names[i]);
+      input_value->setType(c10::TensorType::get());
+      state->setValue(input, input_value);
+    }
+    void *raw = forward(ctx, examples, n_inputs);
     if (raw == nullptr) {
       throw std::runtime_error("the model's forward failed while tracing");
     }

@@ -1,11 +1,22 @@
 //! Integration tests of torchlight-export (one binary: each test binary links libtorch).
 //! Exported files are checked by real runtimes: onnx.checker, onnxruntime and torch.jit,
-//! through `tests/check_exports.py` run by the reference Python.
+//! through `tests/check_exports.py` (and `tests/check_text_exports.py` for the text
+//! classifiers, `text.rs`) run by the reference Python.
+
+mod text;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use tch::{Device, Kind, Tensor};
 use torchlight_export::*;
 use torchlight_nn::*;
+
+/// Tests that seed or draw from torch's process-wide generator for fixed values hold this
+/// lock, so that the test harness's threads do not interleave their draws.
+fn torch_rng_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn out_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("tl-export-{name}-{}", std::process::id()));
