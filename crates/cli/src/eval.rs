@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::Subset;
 use torchlight_recipes::image::{eval_preprocessing, evaluate, evaluate_with_logits, loader};
+use torchlight_recipes::text;
 use torchlight_tensor::DeviceSpec;
 use torchlight_train::{plot_confusion_matrix, Progress};
 use torchlight_vision::ImageFolder;
@@ -19,7 +20,9 @@ pub struct Args {
     /// selected its EMA weights).
     #[arg(long)]
     checkpoint: PathBuf,
-    /// An ImageFolder of class folders, or a root whose `test/` is evaluated.
+    /// An ImageFolder of class folders, or a root whose `test/` is evaluated; for a text
+    /// checkpoint, a TextFolder the same way (`<class>/*.txt`), tokenized with the tokenizer
+    /// the checkpoint carries and cut to its `text.max_len`.
     #[arg(long)]
     data: PathBuf,
     /// `auto`, `cpu`, `cuda` or `cuda:N`.
@@ -30,13 +33,14 @@ pub struct Args {
     confusion_png: Option<PathBuf>,
     /// Also fit a temperature on the run's validation split (of --data when it is a split root
     /// with train/, else of the run's data.root) and report ECE, MCE, NLL and Brier score of
-    /// the validation and evaluated data before and after dividing the logits by it.
+    /// the validation and evaluated data before and after dividing the logits by it (image
+    /// checkpoints only).
     #[arg(long)]
     calibrate: bool,
     /// Where --calibrate draws its reliability diagram.
     #[arg(long, default_value = "reliability.png")]
     reliability_png: PathBuf,
-    /// Print the results as JSON.
+    /// Print the results as JSON (the count under `images`, or `documents` for a text model).
     #[arg(long)]
     json: bool,
 }
@@ -47,36 +51,46 @@ pub fn run(args: Args) -> Result<()> {
     let config = &loaded.card.config;
     let classes = &loaded.card.classes;
     let dir = data_folder(&args.data)?;
-    let folder = ImageFolder::new(&dir)?
-        .with_max_pixels(config.data.pixel_limit())
-        .with_exif_transpose(config.data.exif_transpose)
-        .with_transform(eval_preprocessing(config).transform());
-    if folder.classes() != classes.as_slice() {
-        bail!(
-            "{}: classes [{}] do not match the checkpoint's [{}]",
-            dir.display(),
-            folder.classes().join(", "),
-            classes.join(", ")
-        );
-    }
-    let n = torchlight_data::Dataset::len(&folder);
-    let split = Subset::new(Arc::new(folder), (0..n).collect())?;
-    let mut batches = loader(split, config, false, device)?;
     let progress = if args.json { Progress::quiet() } else { Progress::auto() };
-    let (m, calibrated) = if args.calibrate {
-        let e = evaluate_with_logits(
-            loaded.model.as_ref(),
-            &mut batches,
-            device,
-            config,
-            classes.len(),
-            &progress,
-        )?;
-        let name = if dir.ends_with("test") { "test" } else { "data" };
-        let c = calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?;
-        (e.summary, Some(c))
+    // What is counted: a text model reads documents, an image model images.
+    let (m, calibrated, unit) = if let Some(tokenizer) = &loaded.tokenizer {
+        if args.calibrate {
+            bail!(
+                "--calibrate: temperature scaling is for image checkpoints for now; {} is a text model (evaluate it without --calibrate)",
+                loaded.from.dir.display()
+            );
+        }
+        let folder = text::open_eval_folder(&dir)?;
+        check_classes(&dir, folder.classes(), classes)?;
+        let mut batches = text::eval_loader(folder, Arc::clone(tokenizer), config, device)?;
+        let m =
+            text::evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?;
+        (m, None, "documents")
     } else {
-        (evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?, None)
+        let folder = ImageFolder::new(&dir)?
+            .with_max_pixels(config.data.pixel_limit())
+            .with_exif_transpose(config.data.exif_transpose)
+            .with_transform(eval_preprocessing(config).transform());
+        check_classes(&dir, folder.classes(), classes)?;
+        let n = torchlight_data::Dataset::len(&folder);
+        let split = Subset::new(Arc::new(folder), (0..n).collect())?;
+        let mut batches = loader(split, config, false, device)?;
+        let (m, calibrated) = if args.calibrate {
+            let e = evaluate_with_logits(
+                loaded.model.as_ref(),
+                &mut batches,
+                device,
+                config,
+                classes.len(),
+                &progress,
+            )?;
+            let name = if dir.ends_with("test") { "test" } else { "data" };
+            let c = calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?;
+            (e.summary, Some(c))
+        } else {
+            (evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?, None)
+        };
+        (m, calibrated, "images")
     };
     if let Some(png) = &args.confusion_png {
         plot_confusion_matrix(&m.confusion, classes, png)?;
@@ -87,7 +101,7 @@ pub fn run(args: Args) -> Result<()> {
         let mut json = serde_json::json!({
             "checkpoint": loaded.from.to_json(),
             "data": dir,
-            "images": m.count,
+            unit: m.count,
             "loss": m.loss,
             "accuracy": m.top1,
             format!("top{}_accuracy", m.k): m.topk,
@@ -103,13 +117,14 @@ pub fn run(args: Args) -> Result<()> {
         return Ok(());
     }
     outln!("checkpoint {}", loaded.from)?;
-    outln!("{}: {} images", dir.display(), m.count)?;
+    outln!("{}: {} {unit}", dir.display(), m.count)?;
     outln!("accuracy {:.4}   top{} {:.4}   loss {:.4}", m.top1, m.k, m.topk, m.loss)?;
     let width = classes.iter().map(String::len).max().unwrap_or(5).max(5);
-    outln!("\n{:<width$}  {:>8}  {:>8}", "class", "images", "accuracy")?;
+    let cw = unit.len().max(8);
+    outln!("\n{:<width$}  {unit:>cw$}  {:>8}", "class", "accuracy")?;
     for ((name, acc), count) in classes.iter().zip(&per_class).zip(&support) {
         let acc = acc.map_or("-".to_string(), |a| format!("{a:.4}"));
-        outln!("{name:<width$}  {count:>8}  {acc:>8}")?;
+        outln!("{name:<width$}  {count:>cw$}  {acc:>8}")?;
     }
     outln!("\nconfusion matrix (rows: true class, columns: predicted)")?;
     for (name, row) in classes.iter().zip(m.confusion.rows()) {
@@ -125,7 +140,21 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// The folder to evaluate: `data/test` when there is one, else `data` itself as an ImageFolder;
+/// The classes of the evaluated folder must be the checkpoint's, in the same order.
+fn check_classes(dir: &Path, found: &[String], classes: &[String]) -> Result<()> {
+    if found != classes {
+        bail!(
+            "{}: classes [{}] do not match the checkpoint's [{}]",
+            dir.display(),
+            found.join(", "),
+            classes.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The folder to evaluate: `data/test` when there is one, else `data` itself as an ImageFolder
+/// (a TextFolder for a text model);
 /// a split root without `test/` (only `train/`, `val/`) is an error that says what to pass.
 fn data_folder(data: &Path) -> Result<PathBuf> {
     if data.join("test").is_dir() {

@@ -39,6 +39,12 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let loaded = load(&args.checkpoint, Device::Cpu)?;
+    if loaded.tokenizer.is_some() && !matches!(args.format, Format::Safetensors) {
+        anyhow::bail!(
+            "{}: a text model, which exports only as --format safetensors (its weights) for now",
+            loaded.from.dir.display()
+        );
+    }
     let data = &loaded.card.config.data;
     let size = data.image_size;
     let classes = &loaded.card.classes;

@@ -1,16 +1,20 @@
 //! A trained model rebuilt from a checkpoint folder: architecture, weights, classes and the
-//! preprocessing it was trained with.
+//! preprocessing it was trained with (for a text model, the tokenizer its card carries).
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tch::Device;
 use torchlight_checkpoint::{Checkpoint, Metric};
 use torchlight_nn::Module;
-use torchlight_recipes::ModelCard;
+use torchlight_recipes::{ModelCard, TaskKind};
+use torchlight_text::Tokenizer;
 
 pub struct Loaded {
     pub model: Box<dyn Module>,
     pub card: ModelCard,
+    /// A text model's tokenizer, from its card (`None` for an image model).
+    pub tokenizer: Option<Arc<dyn Tokenizer>>,
     /// The checkpoint folder the weights came from, and what it was saved for.
     pub from: LoadedFrom,
 }
@@ -82,6 +86,10 @@ pub fn load(path: &Path, device: Device) -> Result<Loaded> {
     let dir = checkpoint_dir(path)?;
     let checkpoint = Checkpoint::load(&dir)?;
     let card = ModelCard::from_checkpoint(&checkpoint)?;
+    let tokenizer = match card.task() {
+        TaskKind::Text => Some(card.text_tokenizer(&checkpoint.dir)?),
+        TaskKind::Image => None,
+    };
     let model = card.build_model(device)?;
     checkpoint.restore_model(model.as_ref()).with_context(|| format!("loading {}", dir.display()))?;
     let from = LoadedFrom {
@@ -89,5 +97,5 @@ pub fn load(path: &Path, device: Device) -> Result<Loaded> {
         epoch: checkpoint.meta.progress.epoch,
         metric: checkpoint.meta.metric.clone(),
     };
-    Ok(Loaded { model, card, from })
+    Ok(Loaded { model, card, tokenizer, from })
 }

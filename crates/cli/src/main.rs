@@ -29,9 +29,11 @@ struct Cli {
 enum Command {
     /// Train on an ImageFolder (`DIR/train/<class>/*.jpg`, optional `val/` and `test/`).
     Train(Box<train::Args>),
-    /// Evaluate a checkpoint on an ImageFolder: accuracy, per-class table, confusion matrix.
+    /// Evaluate a checkpoint on an ImageFolder (a TextFolder for a text model): accuracy,
+    /// per-class table, confusion matrix.
     Eval(eval::Args),
-    /// Classify images with a checkpoint folder or an exported TorchScript file.
+    /// Classify images (or texts, with a text model) with a checkpoint folder or an exported
+    /// TorchScript file.
     Predict(predict::Args),
     /// Print a model's per-layer parameter table.
     Summary(summary::Args),

@@ -3,11 +3,12 @@
 use crate::loaded::load;
 use crate::outln;
 use crate::sidecar::Sidecar;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 use torchlight_export::load_torchscript;
 use torchlight_recipes::image::eval_preprocessing;
+use torchlight_recipes::text;
 use torchlight_tensor::{no_grad, seed::rng_from_seed, DeviceSpec};
 use torchlight_vision::{decode_file_with, DecodeOptions, Sample, Transform, DEFAULT_MAX_IMAGE_PIXELS};
 
@@ -18,10 +19,17 @@ pub struct Args {
     /// `.json` sidecar naming the classes and input size).
     #[arg(long)]
     checkpoint: PathBuf,
-    /// Images to classify. Each is reported on its own; the exit status is non-zero if any
+    /// Images to classify; with a text checkpoint, UTF-8 text files (`.txt`), each read whole
+    /// as one document. Each is reported on its own; the exit status is non-zero if any
     /// could not be classified.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "text")]
     images: Vec<PathBuf>,
+    /// A text to classify with a text checkpoint (repeatable): tokenized with the tokenizer the
+    /// checkpoint carries and cut to its `text.max_len`, as in training. The texts are reported
+    /// first, then the files, each on its line (the text quoted); in `--json` each result names
+    /// its text or file under `input`. An empty text fails on its own, like an unreadable image.
+    #[arg(long, value_name = "TEXT")]
+    text: Vec<String>,
     /// How many classes to list per image (at least 1; more than the model has lists all).
     #[arg(long, default_value_t = 3)]
     top_k: usize,
@@ -52,6 +60,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
     // A file is an exported TorchScript module; a folder is a checkpoint or run folder.
+    if args.checkpoint.is_file() && !args.text.is_empty() {
+        bail!(
+            "--text needs a text checkpoint or run folder; {} is an exported file, which classifies images here",
+            args.checkpoint.display()
+        );
+    }
     let (runner, classes, preprocessing, run_limit, exif, source) = if args.checkpoint.is_file() {
         let mut module = load_torchscript(&args.checkpoint)?;
         let sidecar = Sidecar::of(&args.checkpoint)?;
@@ -69,6 +83,17 @@ pub fn run(args: Args) -> Result<()> {
         )
     } else {
         let loaded = load(&args.checkpoint, device)?;
+        if loaded.tokenizer.is_some() {
+            return run_text(&args, loaded, device);
+        }
+        if !args.text.is_empty() {
+            bail!(
+                "--text: {} is a checkpoint of an {} model (train.task = {:?}); --text needs a text model",
+                loaded.from.dir.display(),
+                loaded.card.task().name(),
+                loaded.card.task().name()
+            );
+        }
         let config = &loaded.card.config;
         let (classes, preprocessing, limit) =
             (loaded.card.classes.clone(), eval_preprocessing(config), config.data.max_image_pixels);
@@ -99,13 +124,7 @@ pub fn run(args: Args) -> Result<()> {
                 }
             }
         };
-        let probs = logits.softmax(-1, Kind::Float).squeeze_dim(0).to_device(Device::Cpu);
-        let (p, i) = probs.topk(k, 0, true, true);
-        Ok(Vec::<i64>::try_from(&i)?
-            .into_iter()
-            .zip(Vec::<f64>::try_from(&p.to_kind(Kind::Double))?)
-            .map(|(i, p)| (classes[i as usize].clone(), p))
-            .collect())
+        top_classes(&logits, k, &classes)
     };
     let mut failed = 0;
     let mut results: Vec<(PathBuf, Outcome)> = Vec::new();
@@ -140,6 +159,99 @@ pub fn run(args: Args) -> Result<()> {
     }
     if failed > 0 {
         bail!("{failed} of {} images could not be classified", args.images.len());
+    }
+    Ok(())
+}
+
+/// The `k` most probable classes of one input's logits `[1, C]`, with their softmax
+/// probabilities, most probable first.
+fn top_classes(logits: &Tensor, k: i64, classes: &[String]) -> Result<Vec<(String, f64)>> {
+    let probs = logits.softmax(-1, Kind::Float).squeeze_dim(0).to_device(Device::Cpu);
+    let (p, i) = probs.topk(k, 0, true, true);
+    Ok(Vec::<i64>::try_from(&i)?
+        .into_iter()
+        .zip(Vec::<f64>::try_from(&p.to_kind(Kind::Double))?)
+        .map(|(i, p)| (classes[i as usize].clone(), p))
+        .collect())
+}
+
+/// One input of a text model: a `--text` string or a text file.
+enum TextInput<'a> {
+    Text(&'a str),
+    File(&'a Path),
+}
+
+impl TextInput<'_> {
+    /// How the input is named: the file's path, or the text itself (quoted on a line).
+    fn name(&self, quoted: bool) -> String {
+        match self {
+            TextInput::Text(t) if quoted => format!("{t:?}"),
+            TextInput::Text(t) => t.to_string(),
+            TextInput::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// `predict` with a text checkpoint: every `--text`, then every file, classified with the
+/// tokenizer its card carries; the output is the image form's, each input named by its text
+/// or path.
+fn run_text(args: &Args, loaded: crate::loaded::Loaded, device: Device) -> Result<()> {
+    let tokenizer = loaded.tokenizer.as_deref().expect("a text checkpoint has its tokenizer");
+    let classes = &loaded.card.classes;
+    let max_len = loaded.card.config.text.max_len;
+    if classes.is_empty() {
+        bail!("{}: the model has no class names", args.checkpoint.display());
+    }
+    if !args.json {
+        eprintln!("checkpoint {}", loaded.from);
+    }
+    let source = loaded.from.to_json();
+    let k = args.top_k.clamp(1, classes.len()) as i64;
+    let classify = |input: &TextInput| -> Result<Vec<(String, f64)>> {
+        let text = match input {
+            TextInput::Text(t) => t.to_string(),
+            TextInput::File(p) => torchlight_text::read_document(p)?,
+        };
+        let inputs = text::document_inputs(tokenizer, &text, max_len).with_context(|| input.name(true))?;
+        let logits = text::text_logits(loaded.model.as_ref(), &inputs, device)?;
+        top_classes(&logits, k, classes)
+    };
+    let inputs: Vec<TextInput> = args
+        .text
+        .iter()
+        .map(|t| TextInput::Text(t))
+        .chain(args.images.iter().map(|p| TextInput::File(p)))
+        .collect();
+    let mut failed = 0;
+    let mut json = Vec::new();
+    for input in &inputs {
+        let outcome: Outcome = classify(input).map_err(|e| format!("{e:#}"));
+        match &outcome {
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: {e}");
+            }
+            Ok(top) if !args.json => {
+                let list: Vec<String> = top.iter().map(|(c, p)| format!("{c} {:.1}%", p * 100.0)).collect();
+                outln!("{}: {}", input.name(true), list.join(", "))?;
+            }
+            Ok(_) => {}
+        }
+        let name = input.name(false);
+        json.push(match outcome {
+            Ok(top) => serde_json::json!({
+                "input": name,
+                "checkpoint": source,
+                "top": top.iter().map(|(c, p)| serde_json::json!({"class": c, "probability": p})).collect::<Vec<_>>(),
+            }),
+            Err(e) => serde_json::json!({"input": name, "checkpoint": source, "error": e}),
+        });
+    }
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&json)?)?;
+    }
+    if failed > 0 {
+        bail!("{failed} of {} texts could not be classified", inputs.len());
     }
     Ok(())
 }

@@ -1,22 +1,40 @@
 //! `torchlight summary`.
 
+use crate::loaded::checkpoint_dir;
 use crate::outln;
 use anyhow::{anyhow, bail, Result};
 use std::path::PathBuf;
+use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::{
     architecture, architecture_names, count_parameters, freeze_all_but, freeze_batch_norm, summary_table,
     LayerOptions, ModelSpec,
 };
-use torchlight_recipes::{param_groups, ParamGroupSummary, TrainConfig, MAX_CLASSES, MAX_IMAGE_SIZE};
+use torchlight_recipes::text::{build_text_model, TEXT_HEAD};
+use torchlight_recipes::{
+    param_groups, ModelCard, ParamGroupSummary, TaskKind, TrainConfig, MAX_CLASSES, MAX_IMAGE_SIZE,
+    TEXT_MODELS,
+};
 
 /// Options of `torchlight summary`.
 #[derive(clap::Args)]
 pub struct Args {
     /// Architecture: resnet18 ... resnet152, mobilenet_v2, mobilenet_v3_small/large,
     /// efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small, vit_b_16, vit_s_16
-    /// (default: the config's `model.name`, else resnet18).
-    #[arg(long)]
+    /// (default: the config's `model.name`, else resnet18); or a text model: fasttext,
+    /// textcnn, bilstm, transformer (sized by the config's `[text]` section and --vocab-size).
+    #[arg(long, conflicts_with = "checkpoint")]
     model: Option<String>,
+    /// `image` or `text` (config `train.task`); a text model name implies `text`.
+    #[arg(long, value_name = "image|text", conflicts_with = "checkpoint")]
+    task: Option<String>,
+    /// A text model's vocabulary: the rows of its embedding table (2 to 16777216). Default:
+    /// the ids of the config's `text.tokenizer`, when it names one.
+    #[arg(long, value_parser = clap::value_parser!(i64).range(2..=1 << 24))]
+    vocab_size: Option<i64>,
+    /// The model of a checkpoint or run folder instead: its architecture, classes, config and,
+    /// for a text model, the vocabulary of the tokenizer it carries.
+    #[arg(long, conflicts_with_all = ["num_classes", "image_size", "config", "vocab_size"])]
+    checkpoint: Option<PathBuf>,
     /// Classes of the head (1 to 1000000, the bound `model.num_classes` has in training).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=MAX_CLASSES as i64))]
     num_classes: i64,
@@ -41,6 +59,26 @@ pub fn run(args: Args) -> Result<()> {
         Some(path) => TrainConfig::from_toml_file(path)?,
         None => TrainConfig::default(),
     };
+    let mut num_classes = args.num_classes;
+    // A checkpoint's model: its card's config, classes and (text) vocabulary.
+    let card = match &args.checkpoint {
+        Some(path) => {
+            let dir = checkpoint_dir(path)?;
+            let card = ModelCard::from_checkpoint(&Checkpoint::load(&dir)?)?;
+            if card.task() == TaskKind::Text {
+                card.text_tokenizer(&dir)?;
+            }
+            config = card.config.clone();
+            num_classes = card.classes.len() as i64;
+            Some(card)
+        }
+        None => None,
+    };
+    if let Some(task) = &args.task {
+        config.set("train.task", task)?;
+    } else if args.model.as_deref().is_some_and(|m| TEXT_MODELS.contains(&m)) {
+        config.train.task = TaskKind::Text;
+    }
     if let Some(model) = &args.model {
         config.set("model.name", model)?;
     }
@@ -51,11 +89,14 @@ pub fn run(args: Args) -> Result<()> {
         config.set(key.trim(), value.trim())?;
     }
     let name = config.model.name.clone();
+    if config.train.task == TaskKind::Text {
+        return text_summary(&args, config, card, num_classes);
+    }
     let arch = architecture(&name)
         .ok_or_else(|| anyhow!("unknown model `{name}`; one of {}", architecture_names().join(", ")))?;
     config.validate()?;
     let image_size = args.image_size.unwrap_or(i64::from(config.data.image_size));
-    let model = arch.build(ModelSpec::new(args.num_classes, image_size), LayerOptions::default())?;
+    let model = arch.build(ModelSpec::new(num_classes, image_size), LayerOptions::default())?;
     let mut model = model;
     if args.frozen_backbone {
         freeze_all_but(model.as_ref(), arch.head());
@@ -63,16 +104,44 @@ pub fn run(args: Args) -> Result<()> {
     let frozen_bn = if config.model.freeze_bn { freeze_batch_norm(model.as_mut()) } else { 0 };
     outln!("{}", summary_table(model.as_ref()).trim_end_matches('\n'))?;
     let count = count_parameters(model.as_ref());
-    outln!(
-        "{name} with {} classes: {} parameters ({} trainable)",
-        args.num_classes,
-        count.total,
-        count.trainable
-    )?;
+    outln!("{name} with {num_classes} classes: {} parameters ({} trainable)", count.total, count.trainable)?;
     if config.model.freeze_bn {
         outln!("model.freeze_bn: {frozen_bn} BatchNorm layers frozen (running statistics fixed, weight and bias not trained)")?;
     }
     let groups = ParamGroupSummary::of(&param_groups(&config, model.as_ref(), arch.head())?);
+    outln!("{} parameter groups:", groups.len())?;
+    for (i, g) in groups.iter().enumerate() {
+        outln!("  {i}: {g}")?;
+    }
+    Ok(())
+}
+
+/// The summary of a text model: the per-layer table, the count and the parameter groups, with
+/// the vocabulary of the checkpoint's tokenizer, of --vocab-size, or of `text.tokenizer`.
+fn text_summary(args: &Args, config: TrainConfig, card: Option<ModelCard>, num_classes: i64) -> Result<()> {
+    config.validate()?;
+    let vocab_size = match (&card, args.vocab_size, &config.text.tokenizer) {
+        (Some(card), _, _) => card.tokenizer.as_ref().map_or(0, |t| t.vocab_size),
+        (None, Some(v), _) => v as usize,
+        (None, None, Some(path)) => torchlight_text::load_tokenizer(path)?.vocab_size(),
+        (None, None, None) => bail!(
+            "--vocab-size: a text model's embedding table has one row per token id; give --vocab-size N, a config whose text.tokenizer names a tokenizer, or --checkpoint RUN"
+        ),
+    };
+    let model = build_text_model(&config, vocab_size, num_classes as usize, LayerOptions::default())?;
+    if args.frozen_backbone {
+        freeze_all_but(model.as_ref(), TEXT_HEAD);
+    }
+    outln!("{}", summary_table(model.as_ref()).trim_end_matches('\n'))?;
+    let count = count_parameters(model.as_ref());
+    outln!(
+        "{} with {num_classes} classes and a vocabulary of {vocab_size} ids (text.max_len {}): {} parameters ({} trainable)",
+        config.model.name,
+        config.text.max_len,
+        count.total,
+        count.trainable
+    )?;
+    let groups = ParamGroupSummary::of(&param_groups(&config, model.as_ref(), TEXT_HEAD)?);
     outln!("{} parameter groups:", groups.len())?;
     for (i, g) in groups.iter().enumerate() {
         outln!("  {i}: {g}")?;

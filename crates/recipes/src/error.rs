@@ -66,6 +66,13 @@ pub enum RecipeError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A document given to classify that gives the model nothing to read (white space only,
+    /// or no tokens); the caller names the document.
+    #[error("{reason}")]
+    Document {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The training loop, its metrics, callbacks or writers failed (boxed: the loop's errors
     /// are large, and a recipe's `Result` stays small).
     #[error(transparent)]

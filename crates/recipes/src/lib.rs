@@ -29,7 +29,7 @@ mod summary;
 pub mod synthetic;
 pub mod text;
 
-pub use card::ModelCard;
+pub use card::{CardTokenizer, ModelCard};
 pub use config::{
     AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig,
     OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TaskKind, TextConfig, TrainConfig, CONFIG_KEYS,

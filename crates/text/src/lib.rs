@@ -10,7 +10,8 @@
 //! - Tokenizers behind one trait, [`Tokenizer`]: [`WordVocab`] (a word-level vocabulary of
 //!   the training split, torchtext's rules, `[PAD]` = 0 and `[UNK]` = 1) and [`HfTokenizer`]
 //!   (Hugging Face `tokenizers`: a `tokenizer.json`, or WordPiece/BPE trained offline). Both
-//!   save to a JSON file that travels with the run; [`load_tokenizer`] opens either.
+//!   save to a JSON file that travels with the run; [`load_tokenizer`] opens either, and
+//!   [`tokenizer_from_json`] the same JSON held in memory (a checkpoint's copy).
 //! - Batches: [`Tokenized`] encodes documents in the loader's workers; [`PadCollate`] makes
 //!   padded `ids [B, T]` + `lengths [B]` + `mask [B, T]` + labels ([`PaddedBatch`]),
 //!   [`BagCollate`] the flat `ids` + `offsets [B]` of `nn.EmbeddingBag` ([`BagBatch`]), both
@@ -46,7 +47,7 @@ pub use document::{is_empty_document, read_document};
 pub use error::{Result, TextError};
 pub use hf_tokenizer::{HfModel, HfTokenizer, HfTrainConfig};
 pub use json_lines::read_json_lines;
-pub use load::load_tokenizer;
+pub use load::{load_tokenizer, tokenizer_from_json};
 pub use pad_collate::{PadCollate, PaddedBatch};
 pub use records::{Columns, TextRecords};
 pub use report::{DocumentReport, Location};

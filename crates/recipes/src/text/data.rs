@@ -10,8 +10,8 @@ use tch::{Device, Tensor};
 use torchlight_data::{ArrayToTensor, Collate, DataLoader, DataLoaderBuilder, Subset};
 use torchlight_nn::Inputs;
 use torchlight_text::{
-    load_tokenizer, PadCollate, PaddedBatch, TextFolder, TextSplitFolders, TextSplits, Tokenized, Tokenizer,
-    Truncation, WordVocab, WordVocabConfig,
+    load_tokenizer, DocumentReport, PadCollate, PaddedBatch, TextFolder, TextSplitFolders, TextSplits,
+    Tokenized, Tokenizer, Truncation, WordVocab, WordVocabConfig,
 };
 
 /// The file a run's word vocabulary is saved to in its run folder.
@@ -29,7 +29,13 @@ pub type TextLoader = DataLoader<TextDataset, TextCollate>;
 /// non-UTF-8 or empty one is an error naming the file, before a run folder exists.
 pub fn open_splits(config: &TrainConfig) -> Result<TextSplits> {
     let folders = TextSplitFolders::open(&config.data.root)?;
-    let report = folders.check();
+    check_documents(&folders.check())?;
+    Ok(folders.split(config.data.val_fraction, config.train.seed)?)
+}
+
+/// Refuses documents a [`DocumentReport`] found unreadable (or not UTF-8) or empty: an error
+/// naming the first such file and how many there are.
+pub fn check_documents(report: &DocumentReport) -> Result<()> {
     if let Some((location, reason)) = report.unreadable.first() {
         let e = std::io::Error::other(format!(
             "{reason} ({} of {} documents cannot be read)",
@@ -46,7 +52,7 @@ pub fn open_splits(config: &TrainConfig) -> Result<TextSplits> {
         ));
         return Err(RecipeError::io(&location.path, e));
     }
-    Ok(folders.split(config.data.val_fraction, config.train.seed)?)
+    Ok(())
 }
 
 /// The tokenizer of a new run and where it is saved in the run folder: `text.tokenizer` when

@@ -2,8 +2,8 @@
 //! trained, tested and checkpointed run folder, with its tokenizer, out.
 
 use super::data::{loader, new_tokenizer, open_splits, run_tokenizer, truncation_of, TextDataset};
-use super::model::text_classifier_config;
-use crate::card::ModelCard;
+use super::model::{text_classifier_config, TEXT_HEAD};
+use crate::card::{CardTokenizer, ModelCard};
 use crate::config::{TaskKind, TrainConfig};
 use crate::error::{RecipeError, Result};
 use crate::optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
@@ -27,7 +27,7 @@ use torchlight_train::{
 
 /// The head of every text classifier: the parameters at `optim.lr` (the rest, embeddings and
 /// encoders, at `optim.backbone_lr`, which is `optim.lr` unless set).
-pub(crate) const HEAD: &str = "fc";
+pub(crate) const HEAD: &str = TEXT_HEAD;
 
 /// Trains as `config` (`train.task = "text"`) says in a new run folder under
 /// `config.train.out_dir`: the config, the data (every document read once) and the tokenizer
@@ -43,7 +43,7 @@ pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
     let saved = run.join(file);
     tokenizer.save(&saved)?;
     progress.line(&format!("tokenizer: {} ids, saved as {}", tokenizer.vocab_size(), saved.display()));
-    train_run(config, splits, tokenizer, run, None, 0, progress)
+    train_run(config, splits, tokenizer, &saved, run, None, 0, progress)
 }
 
 /// Continues the text run in `run_dir` from its `last` checkpoint, exactly where it stopped,
@@ -57,7 +57,8 @@ pub fn resume(run_dir: &Path, changes: &[(String, String)], progress: &Progress)
     progress.line(&format!("tokenizer: {} ids, from {}", tokenizer.vocab_size(), path.display()));
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
-    train_run(config, splits, tokenizer, run, Some((last, restore_scheduler)), schedule_start, progress)
+    let resume = Some((last, restore_scheduler));
+    train_run(config, splits, tokenizer, &path, run, resume, schedule_start, progress)
 }
 
 fn check_text_task(config: &TrainConfig) -> Result<()> {
@@ -76,6 +77,8 @@ struct Run {
     config: TrainConfig,
     splits: TextSplits,
     tokenizer: Arc<dyn Tokenizer>,
+    /// The tokenizer as the checkpoints carry it (the run folder's file).
+    card_tokenizer: CardTokenizer,
     run: RunDir,
     resume: Option<(PathBuf, bool)>,
     schedule_start: u64,
@@ -83,11 +86,14 @@ struct Run {
 }
 
 /// Seeds, builds the model `model.name` names on the CPU (so a seed gives the same weights
-/// on any device) and trains it.
+/// on any device) and trains it; `saved` is the tokenizer's file in the run folder, which
+/// every checkpoint's card carries.
+#[allow(clippy::too_many_arguments)]
 fn train_run(
     config: TrainConfig,
     splits: TextSplits,
     tokenizer: Arc<dyn Tokenizer>,
+    saved: &Path,
     run: RunDir,
     resume: Option<(PathBuf, bool)>,
     schedule_start: u64,
@@ -106,7 +112,8 @@ fn train_run(
     }
     let c: TextClassifierConfig = text_classifier_config(&config, tokenizer.vocab_size(), num_classes);
     let name = config.model.name.clone();
-    let r = Run { config, splits, tokenizer, run, resume, schedule_start, started };
+    let card_tokenizer = CardTokenizer::of_saved(tokenizer.as_ref(), saved)?;
+    let r = Run { config, splits, tokenizer, card_tokenizer, run, resume, schedule_start, started };
     match name.as_str() {
         "fasttext" => train_model(FastText::new(&c), r, progress),
         "textcnn" => train_model(TextCnn::new(&c), r, progress),
@@ -124,7 +131,7 @@ fn train_run(
 /// [`Trainer`] with the run folder's callbacks, then the test split on the best checkpoint
 /// and `summary.json`.
 fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress) -> Result<RunSummary> {
-    let Run { config, splits, tokenizer, run, resume, schedule_start, started } = r;
+    let Run { config, splits, tokenizer, card_tokenizer, run, resume, schedule_start, started } = r;
     let t = &config.train;
     let device = t.device_spec()?.resolve()?;
     to_device(&model, device);
@@ -162,7 +169,12 @@ fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress
     let span = (t.epochs as u64).saturating_sub(schedule_start).max(1);
     let scheduler = build_scheduler(&config, optimizer.as_mut(), steps_per_epoch, span)?;
     let plateau = build_plateau(&config, optimizer.as_ref())?;
-    let card = ModelCard { config: config.clone(), classes: classes.clone(), schedule_start };
+    let card = ModelCard {
+        config: config.clone(),
+        classes: classes.clone(),
+        schedule_start,
+        tokenizer: Some(card_tokenizer),
+    };
     let step = crate::doctor::step_config(&config);
     let mut builder = Trainer::builder()
         .device(device)

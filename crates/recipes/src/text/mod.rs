@@ -4,15 +4,24 @@
 //! `tokenizer.json`) saved in the run folder, padded `ids` and `lengths` batches, one of nn's
 //! text classifiers (`fasttext`, `textcnn`, `bilstm`, `transformer`) sized by `[text]`; then
 //! the test split. `torchlight train --task text` is this recipe.
+//!
+//! After training: every checkpoint's [`ModelCard`](crate::ModelCard) carries the tokenizer
+//! ([`CardTokenizer`](crate::CardTokenizer)), so a checkpoint folder alone rebuilds the model
+//! (`ModelCard::build_model`, seen as [`MultiInput`](torchlight_nn::MultiInput) through
+//! [`as_multi_input`]) and its inputs; [`evaluate`] a TextFolder with the recipe's loader
+//! ([`eval_loader`]) and the Trainer's evaluation loop, or classify one document
+//! ([`document_inputs`], [`text_logits`]), as `torchlight eval` and `predict` do.
 
 mod data;
 mod fit;
+mod infer;
 mod model;
 
 pub use data::{
-    loader, new_tokenizer, open_splits, run_tokenizer, truncation_of, TextCollate, TextDataset, TextLoader,
-    TOKENIZER_FILE, VOCAB_FILE,
+    check_documents, loader, new_tokenizer, open_splits, run_tokenizer, truncation_of, TextCollate,
+    TextDataset, TextLoader, TOKENIZER_FILE, VOCAB_FILE,
 };
 pub(crate) use fit::HEAD;
 pub use fit::{fit, resume};
-pub use model::text_classifier_config;
+pub use infer::{document_inputs, eval_loader, evaluate, open_eval_folder, text_logits};
+pub use model::{as_multi_input, build_text_model, text_classifier_config, TEXT_HEAD};

@@ -143,6 +143,10 @@ fn a_given_tokenizer_file_is_used_and_saved_in_the_run_folder() {
     let saved = summary.run_dir.join(TOKENIZER_FILE);
     assert_eq!(std::fs::read_to_string(saved).unwrap(), std::fs::read_to_string(given).unwrap());
     assert!(!summary.run_dir.join(VOCAB_FILE).exists());
+    // Its checkpoints carry it under the run folder's file name.
+    let best = torchlight_checkpoint::Checkpoint::load(summary.run_dir.join("checkpoints/best")).unwrap();
+    let carried = ModelCard::from_checkpoint(&best).unwrap().tokenizer.unwrap();
+    assert_eq!((carried.file.as_str(), carried.vocab_size), (TOKENIZER_FILE, 11));
 }
 
 #[test]
@@ -175,4 +179,97 @@ fn bad_text_config_values_are_named() {
     c.data.root = root.clone();
     let err = torchlight_recipes::image::fit(c, &Progress::quiet()).unwrap_err().to_string();
     assert!(err.contains("train.task"), "{err}");
+}
+
+/// Copies the files of the checkpoint folder `from` into `to` (a checkpoint has no subfolders).
+fn copy_checkpoint(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn a_checkpoint_carries_its_tokenizer_and_classifies_as_the_models_forward() {
+    use tch::{Device, Tensor};
+    use torchlight_checkpoint::Checkpoint;
+    use torchlight_recipes::text::{as_multi_input, document_inputs, text_logits};
+    use torchlight_text::Tokenizer as _;
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (root, out) = (tmp.path().join("data"), tmp.path().join("runs"));
+    write_corpus(&root, &[("train", 6), ("val", 2)], 11);
+    // Longer than text.max_len (8): the cut is part of what must match.
+    let text = "apple w3 pear w7 w7 plum river w1 lake w30 unseen words here";
+    for model in TEXT_MODELS {
+        let mut config = text_config(&root, &out, model, 1);
+        config.text.max_len = 8;
+        let summary = fit(config, &Progress::quiet()).unwrap();
+        let run = &summary.run_dir;
+        // The checkpoint folder alone, away from its run folder's vocab.json.
+        let copied = tmp.path().join(format!("copied-{model}"));
+        copy_checkpoint(&run.join("checkpoints/best"), &copied);
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join(VOCAB_FILE)).unwrap()).unwrap();
+        std::fs::remove_file(run.join(VOCAB_FILE)).unwrap();
+        let checkpoint = Checkpoint::load(&copied).unwrap();
+        let card = ModelCard::from_checkpoint(&checkpoint).unwrap();
+        let carried = card.tokenizer.as_ref().expect("a text card carries its tokenizer");
+        assert_eq!((carried.file.as_str(), &carried.json), (VOCAB_FILE, &saved), "{model}");
+        assert_eq!(checkpoint.meta.config["tokenizer"]["json"], saved, "{model}: where export reads it");
+        let tokenizer = card.text_tokenizer(&copied).unwrap();
+        assert_eq!(tokenizer.vocab_size(), carried.vocab_size);
+        let net = card.build_model(Device::Cpu).unwrap();
+        checkpoint.restore_model(net.as_ref()).unwrap();
+        assert_eq!(card.head().unwrap(), "fc");
+
+        // What predict computes, against the model's own one-tensor forward on the same ids
+        // cut by hand: equal to the bit (same process, CPU).
+        let inputs = document_inputs(tokenizer.as_ref(), text, 8).unwrap();
+        let logits = text_logits(net.as_ref(), &inputs, Device::Cpu).unwrap();
+        let ids: Vec<i64> = tokenizer.encode(text).unwrap().into_iter().take(8).map(i64::from).collect();
+        assert_eq!(ids.len(), 8, "{model}: the text is longer than max_len");
+        let x = Tensor::from_slice(&ids).view([1, -1]);
+        let want = tch::no_grad(|| net.forward_t(&x, false));
+        assert_eq!(logits.size(), [1, 3], "{model}");
+        assert!(logits.equal(&want), "{model}: {logits} vs {want}");
+        let lengths = Tensor::from_slice(&[8i64]);
+        let m = as_multi_input(net.as_ref()).unwrap();
+        let by_inputs = tch::no_grad(|| {
+            m.forward_inputs(&torchlight_nn::Inputs::new().with("ids", x).with("lengths", lengths), false)
+        })
+        .unwrap();
+        assert!(logits.equal(&by_inputs), "{model}");
+
+        let err = document_inputs(tokenizer.as_ref(), " \n\t", 8).unwrap_err().to_string();
+        assert!(err.contains("empty text"), "{err}");
+    }
+}
+
+#[test]
+fn a_text_checkpoint_saved_without_its_tokenizer_takes_its_run_folders() {
+    use torchlight_checkpoint::Checkpoint;
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (root, out) = (tmp.path().join("data"), tmp.path().join("runs"));
+    write_corpus(&root, &[("train", 4)], 13);
+    let summary = fit(text_config(&root, &out, "fasttext", 1), &Progress::quiet()).unwrap();
+    let last = summary.run_dir.join("checkpoints/last");
+    let carried = ModelCard::from_checkpoint(&Checkpoint::load(&last).unwrap()).unwrap().tokenizer.unwrap();
+    // As a checkpoint saved before tokenizers travelled: no `tokenizer` in its card.
+    let meta_path = last.join("meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    meta["config"].as_object_mut().unwrap().remove("tokenizer").unwrap();
+    std::fs::write(&meta_path, serde_json::to_string(&meta).unwrap()).unwrap();
+    let card = ModelCard::from_checkpoint(&Checkpoint::load(&last).unwrap()).unwrap();
+    assert_eq!(card.tokenizer.as_ref(), Some(&carried), "read from the run folder's vocab.json");
+    // Outside its run folder it has none, and says what to do.
+    let alone = tmp.path().join("alone");
+    copy_checkpoint(&last, &alone);
+    let card = ModelCard::from_checkpoint(&Checkpoint::load(&alone).unwrap()).unwrap();
+    let err = card.text_tokenizer(&alone).err().unwrap().to_string();
+    assert!(err.contains("without its tokenizer") && err.contains("vocab.json"), "{err}");
+    assert!(card.build_model(tch::Device::Cpu).is_err());
 }

@@ -1,9 +1,10 @@
 //! Tokenizers: the word vocabulary's rules, Hugging Face training, and both files' round trips.
 
 use crate::{tiny_imdb, write};
+use std::path::Path;
 use torchlight_text::{
-    load_tokenizer, HfModel, HfTokenizer, HfTrainConfig, TextError, TextFolderOptions, TextSplitFolders,
-    Tokenizer, WordVocab, WordVocabConfig, PAD_ID, UNK_ID,
+    load_tokenizer, tokenizer_from_json, HfModel, HfTokenizer, HfTrainConfig, TextError, TextFolderOptions,
+    TextSplitFolders, Tokenizer, WordVocab, WordVocabConfig, PAD_ID, UNK_ID,
 };
 
 const CORPUS: [&str; 6] = [
@@ -48,6 +49,10 @@ fn word_vocab_file_round_trip_and_bad_files_named() {
     let any = load_tokenizer(&path).unwrap();
     assert_eq!(any.encode(CORPUS[1]).unwrap(), vocab.encode(CORPUS[1]).unwrap());
     assert_eq!(any.vocab_size(), 12);
+    let held = tokenizer_from_json(&std::fs::read_to_string(&path).unwrap(), None).unwrap();
+    assert_eq!(held.encode(CORPUS[1]).unwrap(), vocab.encode(CORPUS[1]).unwrap());
+    let err = tokenizer_from_json("[1, 2", Some(Path::new("ckpt/meta.json"))).err().unwrap();
+    assert!(err.to_string().contains("ckpt/meta.json: not JSON"), "{err}");
 
     let text = std::fs::read_to_string(&path).unwrap().replace("\"[UNK]\"", "\"[PAD]\"");
     write(dir.path(), "vocab.json", text);
@@ -94,6 +99,15 @@ fn hugging_face_training_and_tokenizer_json_round_trip() {
             assert_eq!(any.encode(text).unwrap(), want, "{model:?}: {text}");
         }
         assert_eq!((any.pad_id(), any.unk_id(), any.vocab_size()), (0, Some(1), tokenizer.vocab_size()));
+        // The same JSON held in memory (parsed to a value and written back, as a checkpoint
+        // carries it) gives the same tokenizer with nothing read from disk.
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let held = tokenizer_from_json(&value.to_string(), None).unwrap();
+        for text in CORPUS.iter().chain(&["Unseen words: zebra, quokka."]) {
+            assert_eq!(held.encode(text).unwrap(), tokenizer.encode(text).unwrap(), "{model:?}: {text}");
+        }
+        assert_eq!(held.vocab_size(), tokenizer.vocab_size());
         // Retraining is not asserted equal: tokenizers 0.23.2 numbers its `##`/`</w>` symbols in
         // hash-map order, so ties between merges can resolve differently from run to run
         // (huggingface/tokenizers#1794). The saved file is what a run reloads.
