@@ -120,8 +120,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let onnx = work.join("textcnn.onnx");
-    let mut options = TextOnnxOptions::new();
-    options.metadata.push(("classes".into(), summary.classes.join(",")));
+    let options = TextOnnxOptions::new()
+        .with_class_names(&summary.classes)
+        .with_metadata("text.max_len", config.text.max_len.to_string());
     export_text_onnx(&model, &options, &onnx)?;
     println!("exported {} (inputs ids [batch, length] and lengths [batch])", onnx.display());
 
