@@ -4,9 +4,9 @@
 Reads `run <workload> <warmup> <reps>` lines on stdin and answers `ok <seconds>...` or
 `err <message>`; workloads are built on first use and kept. `stages <train|eval> <images>`
 answers `ok <stage>=<ms per image>...` (`stage_timings`, mirroring torchlight-bench's
-`stages.rs`).
+`stages.rs`). The text rows are in `pytorch_text_bench.py`.
 
-usage: python pytorch_bench.py --threads T --data DIR --scratch DIR
+usage: python pytorch_bench.py --threads T --data DIR --scratch DIR --text DIR
        python pytorch_bench.py --allreduce-peer   (rank 1 of the all-reduce rows)
 """
 
@@ -24,6 +24,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 import torchvision
+import pytorch_text_bench
 from PIL import Image
 from torch.utils.data import DataLoader, Subset, default_collate
 from torchvision import datasets, models, transforms
@@ -439,6 +440,9 @@ def allreduce_peer():
 
 
 def build(name, env):
+    text = pytorch_text_bench.build(name, env.text)
+    if text is not None:
+        return text
     if name == "decode":
         return Decode(env)
     if name == "pipeline_w0":
@@ -499,6 +503,7 @@ def main():
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--data", required=True)
     parser.add_argument("--scratch", required=True)
+    parser.add_argument("--text", required=True)
     env = parser.parse_args()
     torch.set_num_threads(env.threads)
     built = {}

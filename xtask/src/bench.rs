@@ -8,7 +8,9 @@
 //! goes first swapping each round, so load from other jobs on a shared machine falls on both.
 //! After the workloads both servers time the train and eval input pipelines stage by stage
 //! (`stages <pipeline> <images>`, one thread, [`STAGE_IMAGES`] images, two rounds alternating
-//! which side goes first); skipped when `--only` names no `pipeline*` workload.
+//! which side goes first); skipped when `--only` names no `pipeline*` workload. The text rows
+//! read a generated corpus of `.txt` documents (`torchlight-bench gen-text`, cached under
+//! `target/bench/data/text_corpus`).
 //! The raw timings go to `target/bench/raw.tsv`; `torchlight-bench report` turns them into
 //! the table, `target/bench/report.json`, `docs/benchmarks.md` and `docs/benchmarks.png`.
 
@@ -75,6 +77,36 @@ const WORKLOADS: &[Workload] = &[
         name: "train_vit_b_16_224_b4",
         description: "training step, vit_b_16 (10 classes), 224x224, batch 4, as above",
         heavy: true,
+    },
+    Workload {
+        name: "train_text_fasttext_b64",
+        description: "text training step, FastText (nn's `FastText`, default `[text]` sizes: vocabulary 30000, embed 128, 4 classes), batch 64 padded to the longest of lengths 20..400 (ids + lengths): forward, cross-entropy, backward, Adam step (vs `nn.EmbeddingBag(mode=\"mean\", padding_idx=0)` + `nn.Linear`, `torch.optim.Adam`)",
+        heavy: false,
+    },
+    Workload {
+        name: "train_text_textcnn_b64",
+        description: "text training step, TextCnn (embed 128, Conv1d widths 3/4/5 x 100 filters, dropout 0.5), as above (vs `nn.Embedding` + `nn.Conv1d` x3 + ReLU + max over the valid windows + `nn.Linear`)",
+        heavy: false,
+    },
+    Workload {
+        name: "train_text_bilstm_b64",
+        description: "text training step, BiLstmClassifier (embed 128, one bidirectional layer of hidden 128), as above (vs `nn.Embedding` + `pack_padded_sequence(enforce_sorted=False)` + bidirectional `nn.LSTM` + `nn.Linear` on the final states)",
+        heavy: true,
+    },
+    Workload {
+        name: "train_text_transformer_b64",
+        description: "text training step, TransformerClassifier (embed 128, 512 learned positions, 2 post-norm layers, 4 heads, feed-forward 512, dropout 0.1), as above (vs `nn.Embedding` + learned positions + `nn.TransformerEncoder` with `src_key_padding_mask` + masked mean + `nn.Linear`)",
+        heavy: true,
+    },
+    Workload {
+        name: "text_pipeline_w0",
+        description: "one epoch of the text input pipeline over a generated corpus of 2000 `.txt` documents (4 classes, 20..400 words): TextFolder read + word-level tokenization (lower-case, split at white space and punctuation, vocabulary lookup: `WordVocab`; the PyTorch side the same rules in plain Python, not a Hugging Face tokenizer) + pad to ids [B, T] + lengths [B] (cut at 256), batch 64, shuffled, num_workers=0 (vs a `Dataset` + `DataLoader` with that `collate_fn`)",
+        heavy: false,
+    },
+    Workload {
+        name: "text_pipeline_w2",
+        description: "the same text epoch with num_workers=2 (Torchlight: worker threads; PyTorch: worker processes started each epoch, its default)",
+        heavy: false,
     },
     Workload {
         name: "adamw_resnet34_vs_fused",
@@ -292,10 +324,24 @@ pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, option
         .status()
         .with_context(|| format!("could not run {}", bin.display()))?;
     check(status, "generating the image set")?;
+    let text = out.join("data/text_corpus");
+    eprintln!("xtask: text corpus at {}", text.display());
+    let status = Command::new(&bin)
+        .args(["gen-text", "--out"])
+        .arg(&text)
+        .status()
+        .with_context(|| format!("could not run {}", bin.display()))?;
+    check(status, "generating the text corpus")?;
 
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).to_string();
     let mut tl_cmd = Command::new(&bin);
-    tl_cmd.args(["serve", "--threads", &threads, "--data"]).arg(&data).arg("--scratch").arg(&scratch);
+    tl_cmd
+        .args(["serve", "--threads", &threads, "--data"])
+        .arg(&data)
+        .arg("--scratch")
+        .arg(&scratch)
+        .arg("--text")
+        .arg(&text);
     let python = root.join(".pyref/bin/python");
     let mut pt_cmd = Command::new(&python);
     pt_cmd
@@ -304,6 +350,8 @@ pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, option
         .arg(&data)
         .arg("--scratch")
         .arg(&scratch)
+        .arg("--text")
+        .arg(&text)
         // The same intra-op pool size for both sides; nothing else decides it. `cargo run`
         // puts libtorch and the target folder on LD_LIBRARY_PATH, which is not Python's.
         .env_remove("OMP_NUM_THREADS")

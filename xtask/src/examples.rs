@@ -15,6 +15,7 @@ const EXAMPLES: &[&str] = &[
     "regression",
     "user_callback",
     "finetune_pth",
+    "text_classification",
 ];
 
 /// Runs every example; `built` says the test run just built them (a plain `cargo test

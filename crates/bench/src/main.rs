@@ -1,11 +1,12 @@
 //! `torchlight-bench`: the Torchlight side of `cargo xtask bench`, and its report writer.
 //!
-//! - `serve --threads T --data DIR --scratch DIR`: reads `run <workload> <warmup> <reps>`
+//! - `serve --threads T --data DIR --scratch DIR --text DIR`: reads `run <workload> <warmup> <reps>`
 //!   lines on stdin and answers each with `ok <seconds>...` (one time per repetition) or
 //!   `err <message>`; workloads are built on first use and kept, so later rounds time only the
 //!   work; `stages <train|eval> <images>` answers `ok <stage>=<ms per image>...` (`stages.rs`).
 //!   `pytorch_bench.py` speaks the same protocol for PyTorch.
 //! - `gen-data --out DIR --count N`: the photo-like ImageFolder (cached).
+//! - `gen-text --out DIR`: the text rows' corpus of `.txt` documents (cached; `text.rs`).
 //! - `report --raw FILE --out-dir DIR [--docs DIR]`: statistics, table, JSON, Markdown, PNG.
 //! - `gpu probe|run|summarize|validate|record ...`: the GPU proof kit's rows and report
 //!   (`gpu.rs`, `gpu_report.rs`; `cargo xtask gpu-kit`).
@@ -22,6 +23,7 @@ mod imagegen;
 mod report;
 mod stages;
 mod stats;
+mod text;
 mod workloads;
 
 use anyhow::{bail, Context, Result};
@@ -41,7 +43,7 @@ fn main() {
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((command, rest)) = args.split_first() else {
-        bail!("usage: torchlight-bench serve|gen-data|report|gpu|allreduce-peer [--key value]..");
+        bail!("usage: torchlight-bench serve|gen-data|gen-text|report|gpu|allreduce-peer [--key value]..");
     };
     if command == "gpu" {
         return gpu::main(rest);
@@ -56,6 +58,7 @@ fn run() -> Result<()> {
             workloads::Env {
                 data: PathBuf::from(required(&opts, "data")?),
                 scratch: PathBuf::from(required(&opts, "scratch")?),
+                text: PathBuf::from(required(&opts, "text")?),
             },
         ),
         "gen-data" => imagegen::write_photo_folder(
@@ -63,6 +66,7 @@ fn run() -> Result<()> {
             required(&opts, "count")?.parse().context("--count")?,
             10,
         ),
+        "gen-text" => text::write_corpus(&PathBuf::from(required(&opts, "out")?)),
         "report" => {
             let raw = PathBuf::from(required(&opts, "raw")?);
             let text = std::fs::read_to_string(&raw).with_context(|| format!("{}", raw.display()))?;

@@ -24,10 +24,15 @@ pub struct Env {
     pub data: PathBuf,
     /// Scratch folder for checkpoint files.
     pub scratch: PathBuf,
+    /// The generated text corpus (a TextFolder, `text.rs`).
+    pub text: PathBuf,
 }
 
 /// Builds the workload called `name` (the names `cargo xtask bench` uses).
 pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
+    if let Some(workload) = crate::text::build(name, &env.text) {
+        return workload;
+    }
     Ok(match name {
         "decode" => Box::new(Decode::new(&env.data)?),
         "pipeline_w0" => Box::new(Pipeline::new(&env.data, 0, Pipeline::train_transform())?),
