@@ -100,6 +100,8 @@ pub const CONFIG_KEYS: &[&str] = &[
     "train.mixup_prob",
     "train.mixup_switch_prob",
     "train.mixup_off_epoch",
+    "train.bce_loss",
+    "train.bce_target_thresh",
     "train.model_ema",
     "train.model_ema_decay",
     "train.model_ema_steps",
@@ -664,6 +666,14 @@ pub struct LoopConfig {
     /// Stop mixing after this many epochs (timm's `--mixup-off-epoch`: 8 mixes epochs 1-8 and
     /// not the later ones); `None` mixes every epoch.
     pub mixup_off_epoch: Option<usize>,
+    /// Train with timm's binary cross-entropy (`--bce-loss`): `binary_cross_entropy_with_logits`
+    /// over every logit against the soft targets (Mixup/CutMix's) or the one-hot labels
+    /// smoothed by `label_smoothing` as timm smooths them; off (cross-entropy). Validation is
+    /// plain cross-entropy either way.
+    pub bce_loss: bool,
+    /// timm's `--bce-target-thresh`: with `bce_loss`, every target becomes 1 above this and 0
+    /// otherwise (in [0, 1)); `None` keeps the soft targets.
+    pub bce_target_thresh: Option<f64>,
     /// Keep an exponential moving average of the weights (torchvision's `--model-ema`),
     /// validated each epoch beside the raw model (`ema_val_*` in metrics.csv); off.
     pub model_ema: bool,
@@ -728,6 +738,8 @@ impl Default for LoopConfig {
             mixup_prob: 1.0,
             mixup_switch_prob: 0.5,
             mixup_off_epoch: None,
+            bce_loss: false,
+            bce_target_thresh: None,
             model_ema: false,
             model_ema_decay: 0.99998,
             model_ema_steps: 32,

@@ -94,6 +94,7 @@ fn is_optional(key: &str) -> bool {
             | "optim.bias_weight_decay"
             | "optim.layer_decay"
             | "train.grad_clip"
+            | "train.bce_target_thresh"
             | "train.early_stopping_patience"
             | "train.checkpoint_every_steps"
             | "text.tokenizer"
@@ -182,6 +183,7 @@ mod tests {
             c.train.early_stopping_patience = Some(3);
             c.train.checkpoint_every_steps = Some(100);
             c.train.mixup_off_epoch = Some(5);
+            c.train.bce_target_thresh = Some(0.2);
             c.optim.norm_weight_decay = Some(0.0);
             c.optim.bias_weight_decay = Some(0.0);
             c.optim.layer_decay = Some(0.75);

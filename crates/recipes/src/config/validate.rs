@@ -338,6 +338,17 @@ impl TrainConfig {
                 "train.mixup_prob, mixup_switch_prob and mixup_off_epoch need Mixup or CutMix on: set train.mixup_alpha or train.cutmix_alpha above 0",
             )?;
         }
+        match (t.bce_loss, t.bce_target_thresh) {
+            (_, Some(th)) if !(0.0..1.0).contains(&th) => {
+                invalid("train.bce_target_thresh", th, "must be in [0, 1) (timm's --bce-target-thresh)")?;
+            }
+            (false, Some(th)) => invalid(
+                "train.bce_target_thresh",
+                th,
+                "thresholds the binary cross-entropy's targets, which is off: set train.bce_loss = true (or leave the threshold out)",
+            )?,
+            _ => {}
+        }
         if !(0.0..=1.0).contains(&t.model_ema_decay) {
             invalid("train.model_ema_decay", t.model_ema_decay, "must be in [0, 1]")?;
         }

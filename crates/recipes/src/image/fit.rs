@@ -199,6 +199,9 @@ fn train_run(
     // With Mixup/CutMix the smoothing goes into their soft targets (the same loss).
     let task_smoothing = if mixing { 0.0 } else { t.label_smoothing };
     let mut task = Classification::new(num_classes).with_label_smoothing(task_smoothing).with_top_k(t.top_k);
+    if t.bce_loss {
+        task = task.with_bce(t.bce_target_thresh);
+    }
     if let Some(w) = class_weights(&config, &splits, device)? {
         task = task.with_class_weights(w);
     }

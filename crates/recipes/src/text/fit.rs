@@ -137,6 +137,7 @@ fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress
     to_device(&model, device);
     let classes = splits.classes.clone();
     let task = Classification::new(classes.len()).with_label_smoothing(t.label_smoothing).with_top_k(t.top_k);
+    let task = if t.bce_loss { task.with_bce(t.bce_target_thresh) } else { task };
     let task = match crate::image::class_weights_of(&config, &splits.train_targets(), &classes, device)? {
         Some(w) => task.with_class_weights(w),
         None => task,

@@ -164,6 +164,8 @@ fn validate_names_the_invalid_field() {
         // The Mixup switches without Mixup or CutMix name the missing alpha.
         ("train.mixup_prob", "0.5", "train.mixup_alpha"),
         ("train.mixup_off_epoch", "3", "train.mixup_alpha"),
+        // The BCE's threshold without the BCE, or outside [0, 1).
+        ("train.bce_target_thresh", "0.2", "train.bce_target_thresh"),
         ("optim.norm_weight_decay", "-1e-5", "optim.norm_weight_decay"),
         ("optim.bias_weight_decay", "inf", "optim.bias_weight_decay"),
         ("optim.layer_decay", "0", "optim.layer_decay"),

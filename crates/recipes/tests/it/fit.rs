@@ -247,6 +247,8 @@ fn mixup_cutmix_and_a_model_ema_train_from_the_config() {
         ("train.model_ema", "true"),
         ("train.model_ema_steps", "2"),
         ("train.model_ema_decay", "0.9"),
+        ("train.bce_loss", "true"),
+        ("train.bce_target_thresh", "0.2"),
     ] {
         config.set(key, value).unwrap();
     }
@@ -262,6 +264,9 @@ fn mixup_cutmix_and_a_model_ema_train_from_the_config() {
         assert!(r.get("train_loss").unwrap().is_finite());
         assert!((0.0..=1.0).contains(&r.get("ema_val_acc").unwrap()));
         assert!(r.get("ema_val_loss").unwrap().is_finite());
+        // Trained with timm's BCE, validated with plain cross-entropy: an untrained 3-class
+        // model's validation loss is near ln 3, far above any BCE of 3 logits near 0.
+        assert!(r.get("val_loss").unwrap() > 0.8, "val_loss {:?} is cross-entropy", r.get("val_loss"));
     }
     let best_ema = rows.iter().map(|r| r.get("ema_val_acc").unwrap()).fold(f64::MIN, f64::max);
     assert_eq!(summary.best_ema_val_acc, Some(best_ema));

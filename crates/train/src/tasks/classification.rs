@@ -14,24 +14,64 @@ use torchlight_nn::{CrossEntropyLoss, Inputs, Module, MultiInput};
 /// mixed image, ties to the lower index as `argmax` breaks them); the model returns logits
 /// `[N, C]`. Metrics: accuracy when training; accuracy and top-k when validating; and
 /// the confusion matrix too when testing. The best checkpoint is the one of highest `val_acc`.
+///
+/// The training loss is the configured one (smoothing, class weights, or timm's binary
+/// cross-entropy with [`with_bce`](Self::with_bce)); validation and test losses are plain
+/// cross-entropy on the hard labels, as timm validates (`validate_loss_fn =
+/// nn.CrossEntropyLoss()`), so `val_loss` is the same quantity whatever the training recipe
+/// and runs with and without smoothing, Mixup or BCE compare on one curve.
 #[derive(Debug)]
 pub struct Classification {
     num_classes: usize,
     top_k: usize,
     loss: CrossEntropyLoss,
+    eval_loss: CrossEntropyLoss,
+    label_smoothing: f64,
+    bce: Option<Bce>,
     calibration: bool,
+}
+
+/// timm's `BinaryCrossEntropy` as the training loss (see [`Classification::with_bce`]).
+#[derive(Debug, Clone, Copy)]
+struct Bce {
+    target_threshold: Option<f64>,
 }
 
 impl Classification {
     /// A task over `num_classes` classes with plain cross-entropy and top-5 accuracy (clamped
     /// to the class count).
     pub fn new(num_classes: usize) -> Self {
-        Classification { num_classes, top_k: 5, loss: CrossEntropyLoss::new(), calibration: false }
+        Classification {
+            num_classes,
+            top_k: 5,
+            loss: CrossEntropyLoss::new(),
+            eval_loss: CrossEntropyLoss::new(),
+            label_smoothing: 0.0,
+            bce: None,
+            calibration: false,
+        }
     }
 
-    /// Label smoothing of the cross-entropy (`label_smoothing=`), default 0.
+    /// Label smoothing of the training cross-entropy (`label_smoothing=`), default 0; with
+    /// [`with_bce`](Self::with_bce), the smoothing of its one-hot targets.
     pub fn with_label_smoothing(mut self, smoothing: f64) -> Self {
         self.loss = self.loss.with_label_smoothing(smoothing);
+        self.label_smoothing = smoothing;
+        self
+    }
+
+    /// Trains with timm's `BinaryCrossEntropy` (`--bce-loss`) instead of cross-entropy:
+    /// `binary_cross_entropy_with_logits` averaged over every logit, against the soft targets
+    /// as given (Mixup/CutMix's, smoothing already folded in) or, for class indices, one-hot
+    /// targets smoothed as timm smooths them (`off = s / C`, `on = 1 - s + off` for the
+    /// [label smoothing](Self::with_label_smoothing) `s`); with `target_threshold = Some(t)`
+    /// (timm's `--bce-target-thresh`) every target becomes `target > t` as 1 or 0. Class
+    /// weights apply to the cross-entropy only. Validation stays plain cross-entropy.
+    ///
+    /// timm uses this loss only with Mixup/CutMix or smoothing on and falls back to
+    /// cross-entropy otherwise; here it is used whenever asked for (plain one-hot targets).
+    pub fn with_bce(mut self, target_threshold: Option<f64>) -> Self {
+        self.bce = Some(Bce { target_threshold });
         self
     }
 
@@ -61,13 +101,51 @@ impl Classification {
 }
 
 impl Classification {
-    fn loss_of(&self, logits: Tensor, y: &Tensor) -> Result<StepOutput> {
+    fn loss_of(&self, logits: Tensor, y: &Tensor, stage: Stage) -> Result<StepOutput> {
         let logits = logits.to_kind(Kind::Float);
-        let loss = self.loss.forward(&logits, y)?;
+        let loss = match (stage, self.bce) {
+            (Stage::Train, Some(bce)) => self.bce_loss(&logits, y, bce)?,
+            (Stage::Train, None) => self.loss.forward(&logits, y)?,
+            (Stage::Validate | Stage::Test, _) => self.eval_loss.forward(&logits, y)?,
+        };
         // Soft targets (Mixup/CutMix): the metrics count against each sample's largest class.
         let target =
             if y.is_floating_point() && y.dim() == 2 { y.argmax(1, false) } else { y.shallow_clone() };
         Ok(StepOutput { loss, output: logits, target })
+    }
+
+    /// timm's `BinaryCrossEntropy.forward` (see [`Classification::with_bce`]).
+    fn bce_loss(&self, logits: &Tensor, y: &Tensor, bce: Bce) -> Result<Tensor> {
+        let classes = logits.size().last().copied().unwrap_or(0);
+        let targets = if y.is_floating_point() && y.dim() == 2 {
+            y.to_kind(Kind::Float)
+        } else {
+            let valid = y.dim() == 1 && y.size()[0] == logits.size()[0];
+            let in_range = valid && {
+                let (lo, hi) = (y.min().int64_value(&[]), y.max().int64_value(&[]));
+                y.numel() == 0 || (lo >= 0 && hi < classes)
+            };
+            if !in_range {
+                return Err(crate::error::TrainError::Task {
+                    task: "Classification (BCE)".into(),
+                    reason: format!(
+                        "targets must be class indices in [0, {classes}) [{}] or probabilities [{}, {classes}], got {:?} {:?}",
+                        logits.size()[0],
+                        logits.size()[0],
+                        y.size(),
+                        y.kind()
+                    ),
+                });
+            }
+            let off = self.label_smoothing / classes as f64;
+            let on = 1.0 - self.label_smoothing + off;
+            logits.full_like(off).scatter_value(1, &y.to_kind(Kind::Int64).view([-1, 1]), on)
+        };
+        let targets = match bce.target_threshold {
+            Some(t) => targets.gt(t).to_kind(Kind::Float),
+            None => targets,
+        };
+        Ok(torchlight_nn::BCEWithLogitsLoss::default().forward(logits, &targets)?)
     }
 
     fn stage_metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {
@@ -92,7 +170,7 @@ impl Classification {
 
 impl<M: Module + ?Sized> Task<M, (Tensor, Tensor)> for Classification {
     fn step(&self, model: &M, (x, y): &(Tensor, Tensor), stage: Stage) -> Result<StepOutput> {
-        self.loss_of(model.forward_t(x, stage.is_train()), y)
+        self.loss_of(model.forward_t(x, stage.is_train()), y, stage)
     }
 
     fn metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {
@@ -107,7 +185,7 @@ impl<M: Module + ?Sized> Task<M, (Tensor, Tensor)> for Classification {
 /// Models with several inputs (token ids and lengths, a mask): batches `(inputs, targets)`.
 impl<M: MultiInput + ?Sized> Task<M, (Inputs, Tensor)> for Classification {
     fn step(&self, model: &M, (inputs, y): &(Inputs, Tensor), stage: Stage) -> Result<StepOutput> {
-        self.loss_of(model.forward_inputs(inputs, stage.is_train())?, y)
+        self.loss_of(model.forward_inputs(inputs, stage.is_train())?, y, stage)
     }
 
     fn metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {

@@ -156,3 +156,52 @@ fn soft_target_cross_entropy_equals_pytorch() {
     assert!(out.target.equal(&soft.argmax(1, false)));
     assert_eq!(out.target.kind(), Kind::Int64);
 }
+
+/// `Classification::with_bce` (timm's `--bce-loss`, `--bce-target-thresh`) against
+/// `tests/fixtures/make_bce.py`: the loss and the logits' gradient for class indices with and
+/// without smoothing, probability targets (Mixup's), each with and without the threshold;
+/// validation is plain cross-entropy on the labels whatever the training loss. Tolerance 1e-6
+/// relative, as above (libtorch's own kernel on both sides).
+#[test]
+fn bce_training_loss_equals_timms_and_validation_is_plain_cross_entropy() {
+    let t = load(
+        &torchlight_testing::generated_fixture("crates/train/tests/fixtures/make_bce.py", &[])
+            .expect("the reference PyTorch makes the BCE fixture")
+            .join("bce.safetensors"),
+    );
+    let (logits, labels, soft) = (&t["logits"], &t["labels"], &t["soft"]);
+    let model = torchlight_nn::Identity;
+    let cases = [
+        ("hard", 0.0, None, labels),
+        ("smooth", 0.1, None, labels),
+        ("smooth_thresh", 0.1, Some(0.2), labels),
+        ("soft", 0.0, None, soft),
+        ("soft_thresh", 0.0, Some(0.2), soft),
+    ];
+    for (name, smoothing, thresh, targets) in cases {
+        let task = Classification::new(5).with_label_smoothing(smoothing).with_bce(thresh);
+        let x = logits.detach().set_requires_grad(true);
+        let out = task.step(&model, &(x.shallow_clone(), targets.shallow_clone()), Stage::Train).unwrap();
+        out.loss.backward();
+        close(&format!("{name} loss"), &out.loss.reshape([1]), &t[&format!("{name}.loss")]);
+        close(&format!("{name} grad"), &x.grad(), &t[&format!("{name}.grad")]);
+        // Validation: plain cross-entropy on the hard labels, smoothing and BCE aside.
+        let val =
+            task.step(&model, &(logits.shallow_clone(), labels.shallow_clone()), Stage::Validate).unwrap();
+        close(&format!("{name} val loss"), &val.loss.reshape([1]), &t["eval_ce.loss"]);
+    }
+    // A smoothed cross-entropy task also validates with the plain loss.
+    let task = Classification::new(5).with_label_smoothing(0.1);
+    let train = task.step(&model, &(logits.shallow_clone(), labels.shallow_clone()), Stage::Train).unwrap();
+    let val = task.step(&model, &(logits.shallow_clone(), labels.shallow_clone()), Stage::Test).unwrap();
+    close("test loss", &val.loss.reshape([1]), &t["eval_ce.loss"]);
+    assert!(
+        (train.loss.double_value(&[]) - val.loss.double_value(&[])).abs() > 1e-3,
+        "training keeps its smoothing"
+    );
+    // Labels outside the classes are named, not a panic inside scatter.
+    let bad = Tensor::from_slice(&[0i64, 5, 1, 1, 1, 1]);
+    let err =
+        Classification::new(5).with_bce(None).step(&model, &(logits.shallow_clone(), bad), Stage::Train);
+    assert!(err.unwrap_err().to_string().contains("[0, 5)"));
+}
