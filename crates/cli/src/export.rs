@@ -40,10 +40,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let loaded = load(&args.checkpoint, Device::Cpu)?;
     if loaded.tokenizer.is_some() && !matches!(args.format, Format::Safetensors) {
-        anyhow::bail!(
-            "{}: a text model, which exports only as --format safetensors (its weights) for now",
-            loaded.from.dir.display()
-        );
+        export_text(&loaded, args.format, &args.out)?;
+        outln!("wrote {} from checkpoint {}", args.out.display(), loaded.from)?;
+        return Ok(());
     }
     let data = &loaded.card.config.data;
     let size = data.image_size;
@@ -82,5 +81,62 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     outln!("wrote {} from checkpoint {}", args.out.display(), loaded.from)?;
+    Ok(())
+}
+
+/// A text model: ONNX with inputs `ids` [batch, length] and `lengths` [batch], or TorchScript
+/// whose forward takes `(ids, lengths)`; the tokenizer the checkpoint carries is written beside
+/// the model (`<out stem>.tokenizer.json`, the run's `vocab.json` or Hugging Face
+/// `tokenizer.json` content), and the ONNX metadata (and TorchScript's `.json` sidecar) name it
+/// with the classes and `text.max_len`, so a deployer tokenizes and cuts exactly as training did.
+fn export_text(loaded: &crate::loaded::Loaded, format: Format, out: &std::path::Path) -> Result<()> {
+    let card = &loaded.card;
+    let tokenizer = card.tokenizer.as_ref().ok_or_else(|| {
+        anyhow::anyhow!("{}: the checkpoint carries no tokenizer", loaded.from.dir.display())
+    })?;
+    let stem = out.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
+    let tokenizer_path = out.with_file_name(format!("{stem}.tokenizer.json"));
+    std::fs::write(&tokenizer_path, serde_json::to_string(&tokenizer.json)?)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", tokenizer_path.display()))?;
+    let tokenizer_name =
+        tokenizer_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let max_len = card.config.text.max_len;
+    let kind = if tokenizer.file == torchlight_recipes::text::VOCAB_FILE {
+        "torchlight-word-vocab"
+    } else {
+        "huggingface"
+    };
+    match format {
+        Format::Onnx => {
+            let options = torchlight_export::TextOnnxOptions::new()
+                .with_class_names(&card.classes)
+                .with_metadata("tokenizer_file", tokenizer_name)
+                .with_metadata("tokenizer_kind", kind)
+                .with_metadata("max_len", max_len.to_string())
+                .with_metadata("model", card.config.model.name.clone());
+            torchlight_export::export_text_onnx(loaded.model.as_ref(), &options, out)?;
+        }
+        Format::Torchscript => {
+            let model = torchlight_recipes::text::as_multi_input(loaded.model.as_ref())
+                .ok_or_else(|| anyhow::anyhow!("{}: not a text model", loaded.from.dir.display()))?;
+            let example = torchlight_nn::Inputs::new()
+                .with("ids", Tensor::ones([2, 8], (Kind::Int64, Device::Cpu)))
+                .with("lengths", Tensor::from_slice(&[8i64, 5]));
+            torchlight_export::export_torchscript_inputs(model, &example, out)?;
+            let sidecar = serde_json::json!({
+                "task": "text",
+                "classes": card.classes,
+                "model": card.config.model.name,
+                "tokenizer_file": tokenizer_name,
+                "tokenizer_kind": kind,
+                "max_len": max_len,
+                "input": "forward(ids [N, T] int64 padded with 0, lengths [N] int64), T <= max_len; returns logits [N, classes]",
+            });
+            let path = out.with_extension("json");
+            std::fs::write(&path, serde_json::to_string_pretty(&sidecar)?)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        }
+        Format::Safetensors => unreachable!("weights export the same for every task"),
+    }
     Ok(())
 }

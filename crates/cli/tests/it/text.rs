@@ -261,17 +261,51 @@ fn a_text_run_evaluates_predicts_and_summarises_from_its_checkpoint_alone() {
     let line = fails(&["eval", "--checkpoint", &run_s, "--data", &s(&data.join("other")), "--device", "cpu"]);
     assert!(line.contains("classes [pos] do not match the checkpoint's [neg, pos]"), "{line}");
 
-    // Export of a text model is not there yet but for its weights: one line, no trace.
-    let line = fails(&[
-        "export",
-        "--checkpoint",
-        &alone_s,
-        "--format",
-        "torchscript",
-        "--out",
-        &s(&dir.join("m.pt")),
-    ]);
-    assert!(line.contains("a text model") && line.contains("safetensors"), "{line}");
+    // Export: ONNX and TorchScript with the tokenizer beside them; onnxruntime and
+    // torch.jit.load give predict's probability for "good good good good" (1e-5), tokenized
+    // from the exported vocabulary file.
+    let onnx = dir.join("m.onnx");
+    let pt = dir.join("m.pt");
+    ok(&["export", "--checkpoint", &alone_s, "--format", "onnx", "--out", &s(&onnx)]);
+    ok(&["export", "--checkpoint", &alone_s, "--format", "torchscript", "--out", &s(&pt)]);
+    for f in ["m.tokenizer.json", "m.json"] {
+        assert!(dir.join(f).is_file(), "no {f}");
+    }
+    let sidecar = json(&std::fs::read_to_string(dir.join("m.json")).unwrap());
+    assert_eq!(
+        (sidecar["task"].as_str(), sidecar["max_len"].as_u64()),
+        (Some("text"), Some(16)),
+        "{sidecar}"
+    );
+    let want = p[0]["top"][0]["probability"].as_f64().unwrap();
+    let script = r#"
+import json, sys
+import numpy as np, onnxruntime as ort, torch
+onnx, pt, vocab = sys.argv[1:4]
+tokens = json.load(open(vocab))["tokens"]
+ids = np.array([[tokens.index("good")] * 4], dtype=np.int64)
+lengths = np.array([4], dtype=np.int64)
+sess = ort.InferenceSession(onnx)
+meta = sess.get_modelmeta().custom_metadata_map
+a = sess.run(None, {"ids": ids, "lengths": lengths})[0]
+b = torch.jit.load(pt)(torch.from_numpy(ids), torch.from_numpy(lengths)).detach().numpy()
+classes = json.loads(meta["class_names"]) if meta.get("class_names", "").startswith("[") else meta.get("class_names")
+pa = np.exp(a - a.max()) / np.exp(a - a.max()).sum()
+pb = np.exp(b - b.max()) / np.exp(b - b.max()).sum()
+print(json.dumps({"onnx": float(pa[0].max()), "script": float(pb[0].max()), "argmax": int(pa[0].argmax()), "max_len": meta.get("max_len")}))
+"#;
+    let python = torchlight_testing::reference_python().expect("the reference python");
+    let out = std::process::Command::new(python)
+        .args(["-c", script, &s(&onnx), &s(&pt), &s(&dir.join("m.tokenizer.json"))])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!((r["argmax"].as_u64(), r["max_len"].as_str()), (Some(1), Some("16")), "pos is class 1: {r}");
+    for k in ["onnx", "script"] {
+        let got = r[k].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-5, "{k}: {got} against predict's {want}");
+    }
 
     // summary: the checkpoint's model with its vocabulary, or a text model by name.
     let out = ok(&["summary", "--checkpoint", &alone_s]);
