@@ -3,6 +3,7 @@
 
 use crate::document::{is_empty_document, read_document};
 use crate::error::{Result, TextError};
+use crate::records::TextRecords;
 use crate::report::{DocumentReport, Location};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashSet};
@@ -68,6 +69,9 @@ pub struct TextFolder {
     root: PathBuf,
     classes: Arc<Vec<String>>,
     samples: Vec<(PathBuf, i64)>,
+    /// Each document's text and 1-based line when the documents come from a records file
+    /// ([`TextFolder::from_records`]) rather than one file each.
+    records: Option<Arc<Vec<(String, u64)>>>,
 }
 
 impl TextFolder {
@@ -139,7 +143,30 @@ impl TextFolder {
             }
             samples.extend(files.into_iter().map(|p| (p, index as i64)));
         }
-        Ok(TextFolder { root, classes, samples })
+        Ok(TextFolder { root, classes, samples, records: None })
+    }
+
+    /// The records of one CSV, TSV or JSON-lines file as a folder of documents, so the splits
+    /// and loaders of a records file are the ones of a folder: `root()` and every sample's
+    /// path are the file, `read` gives the record's text, and an empty record's error (in
+    /// [`check`](TextFolder::check) and `get`) names the file and the line it starts on.
+    pub fn from_records(records: TextRecords) -> Self {
+        let path = records.path().to_path_buf();
+        let samples = records.targets().iter().map(|&t| (path.clone(), t)).collect();
+        let texts =
+            records.texts().iter().enumerate().map(|(i, text)| (text.clone(), records.line(i))).collect();
+        TextFolder {
+            root: path,
+            classes: Arc::new(records.classes().to_vec()),
+            samples,
+            records: Some(Arc::new(texts)),
+        }
+    }
+
+    /// The 1-based line document `index` starts on, for documents read from a records file;
+    /// `None` for a folder's (one file each) or past the end.
+    pub fn line(&self, index: usize) -> Option<u64> {
+        self.records.as_ref().and_then(|r| r.get(index)).map(|(_, line)| *line)
     }
 
     /// The folder scanned.
@@ -179,13 +206,24 @@ impl TextFolder {
     /// # Panics
     /// If `index >= len()`.
     pub fn read(&self, index: usize) -> Result<String> {
-        read_document(&self.samples[index].0)
+        match &self.records {
+            Some(records) => Ok(records[index].0.clone()),
+            None => read_document(&self.samples[index].0),
+        }
     }
 
     /// Reads every document once and lists the unreadable and the empty ones, so a run can
     /// refuse bad data (or say what `ErrorPolicy::Skip` will leave out) before epoch 1.
     pub fn check(&self) -> DocumentReport {
         let mut report = DocumentReport { documents: self.samples.len(), ..Default::default() };
+        if let Some(records) = &self.records {
+            report.empty = records
+                .iter()
+                .filter(|(text, _)| is_empty_document(text))
+                .map(|(_, line)| Location { path: self.root.clone(), line: Some(*line) })
+                .collect();
+            return report;
+        }
         for (path, _) in &self.samples {
             let at = || Location { path: path.clone(), line: None };
             match read_document(path) {
@@ -222,7 +260,16 @@ impl Dataset for TextFolder {
             return Err(DataError::IndexOutOfRange { index, len: self.samples.len() });
         };
         let fail = |message: String| DataError::Sample { index, path: Some(path.clone()), message };
-        let text = read_document(path).map_err(|e| fail(reason(&e)))?;
+        let text = match &self.records {
+            Some(records) => {
+                let (text, line) = &records[index];
+                if is_empty_document(text) {
+                    return Err(fail(format!("line {line}: {EMPTY_DOCUMENT}")));
+                }
+                text.clone()
+            }
+            None => read_document(path).map_err(|e| fail(reason(&e)))?,
+        };
         if is_empty_document(&text) {
             return Err(fail(EMPTY_DOCUMENT.to_string()));
         }

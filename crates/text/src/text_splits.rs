@@ -1,10 +1,13 @@
 //! `TextSplitFolders` and `TextSplits`: a `root/{train,val,test}/<class>/*.txt` layout (the
 //! aclImdb layout), with a seeded stratified validation split when there is no `val/`.
 
+use crate::delimited::{read_delimited, DelimitedOptions};
 use crate::error::{Result, TextError};
+use crate::json_lines::read_json_lines;
+use crate::records::{Columns, TextRecords};
 use crate::report::DocumentReport;
 use crate::text_folder::{TextFolder, TextFolderOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::{stratified_split_indices, Dataset, Subset};
 
@@ -56,6 +59,29 @@ impl TextSplitFolders {
         let val = other("val")?;
         let test = other("test")?;
         Ok(TextSplitFolders { train, val, test })
+    }
+
+    /// The splits of `root` whichever way they are stored: records files when `root` is one
+    /// ([`records_files`]: a `.csv`, `.tsv` or `.jsonl` file, or a folder holding
+    /// `train.csv`/`train.tsv`/`train.jsonl`), read by `columns`; else the folder layout of
+    /// [`TextSplitFolders::open`].
+    ///
+    /// # Errors
+    /// As [`TextSplitFolders::open`] for folders; for records, what [`read_delimited`] and
+    /// [`read_json_lines`] report (a bad row named by file and line), and a label of `val` or
+    /// `test` that the training file does not have.
+    pub fn open_data(root: impl AsRef<Path>, columns: &Columns) -> Result<Self> {
+        let root = root.as_ref();
+        let Some((train, val, test)) = records_files(root) else {
+            return Self::open(root);
+        };
+        let train = read_records(&train, columns)?;
+        let fixed = columns.clone().with_classes(train.classes().iter().cloned());
+        let other = |path: Option<PathBuf>| -> Result<Option<TextFolder>> {
+            path.map(|p| read_records(&p, &fixed).map(TextFolder::from_records)).transpose()
+        };
+        let (val, test) = (other(val)?, other(test)?);
+        Ok(TextSplitFolders { train: TextFolder::from_records(train), val, test })
     }
 
     /// The class names all splits share, sorted.
@@ -111,6 +137,37 @@ impl TextSplitFolders {
             }
         };
         Ok(TextSplits { train, val, test, classes })
+    }
+}
+
+/// The record file endings [`TextSplitFolders::open_data`] reads.
+pub const RECORD_EXTENSIONS: &[&str] = &["csv", "tsv", "jsonl"];
+
+/// The records files of a data root, `(train, val, test)`: `root` itself when it is a file
+/// ending `.csv`, `.tsv` or `.jsonl` (no val or test file); else, for a folder without a
+/// `train/` folder, `root/train.<ext>` for the first of those endings present, with
+/// `root/val.<ext>` and `root/test.<ext>` of the same ending when present. `None` otherwise
+/// (a TextFolder layout).
+pub fn records_files(root: &Path) -> Option<(PathBuf, Option<PathBuf>, Option<PathBuf>)> {
+    let known =
+        |p: &Path| p.extension().and_then(|e| e.to_str()).is_some_and(|e| RECORD_EXTENSIONS.contains(&e));
+    if root.is_file() {
+        return known(root).then(|| (root.to_path_buf(), None, None));
+    }
+    if !root.is_dir() || root.join("train").is_dir() {
+        return None;
+    }
+    let ext = RECORD_EXTENSIONS.iter().find(|e| root.join(format!("train.{e}")).is_file())?;
+    let file = |name: &str| Some(root.join(format!("{name}.{ext}"))).filter(|p| p.is_file());
+    Some((root.join(format!("train.{ext}")), file("val"), file("test")))
+}
+
+/// The records of `path` by its ending: `.jsonl` JSON lines, `.tsv` tab-separated, else CSV.
+fn read_records(path: &Path, columns: &Columns) -> Result<TextRecords> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("jsonl") => read_json_lines(path, columns),
+        Some("tsv") => read_delimited(path, &DelimitedOptions::tsv().with_columns(columns.clone())),
+        _ => read_delimited(path, &DelimitedOptions::csv().with_columns(columns.clone())),
     }
 }
 

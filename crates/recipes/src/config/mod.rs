@@ -124,6 +124,8 @@ pub const CONFIG_KEYS: &[&str] = &[
     "text.max_vocab",
     "text.lowercase",
     "text.tokenizer",
+    "text.text_column",
+    "text.label_column",
     "text.embed_dim",
     "text.dropout",
     "text.num_filters",
@@ -197,6 +199,12 @@ pub struct TextConfig {
     /// training split; its padding token must have id 0 (`[PAD]` in BERT's). `None` (the
     /// default) builds the word vocabulary.
     pub tokenizer: Option<PathBuf>,
+    /// The column (CSV/TSV header name, JSON-lines key) holding a record's text when
+    /// `data.root` is a records file or folder; `"text"`.
+    pub text_column: String,
+    /// The column holding a record's label (a class name; JSON integers are read as their
+    /// decimal text); `"label"`.
+    pub label_column: String,
     /// Token embedding width (the transformer's `d_model`); 128.
     pub embed_dim: usize,
     /// Dropout before the classifier (TextCnn, BiLSTM); Kim (2014)'s 0.5.
@@ -221,6 +229,8 @@ impl Default for TextConfig {
             max_vocab: 30_000,
             lowercase: true,
             tokenizer: None,
+            text_column: "text".to_string(),
+            label_column: "label".to_string(),
             embed_dim: 128,
             dropout: 0.5,
             num_filters: 100,

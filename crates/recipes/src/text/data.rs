@@ -10,8 +10,8 @@ use tch::{Device, Tensor};
 use torchlight_data::{ArrayToTensor, Collate, DataLoader, DataLoaderBuilder, Subset};
 use torchlight_nn::Inputs;
 use torchlight_text::{
-    load_tokenizer, DocumentReport, PadCollate, PaddedBatch, TextFolder, TextSplitFolders, TextSplits,
-    Tokenized, Tokenizer, Truncation, WordVocab, WordVocabConfig,
+    load_tokenizer, Columns, DocumentReport, PadCollate, PaddedBatch, TextFolder, TextSplitFolders,
+    TextSplits, Tokenized, Tokenizer, Truncation, WordVocab, WordVocabConfig,
 };
 
 /// The file a run's word vocabulary is saved to in its run folder.
@@ -25,10 +25,14 @@ pub type TextDataset = Tokenized<Subset<TextFolder>, Arc<dyn Tokenizer>>;
 pub type TextLoader = DataLoader<TextDataset, TextCollate>;
 
 /// The splits of `data.root`: `train/`, `val/` (or a seeded stratified `data.val_fraction` of
-/// train) and `test/` when present. Every document is read once first: an unreadable,
-/// non-UTF-8 or empty one is an error naming the file, before a run folder exists.
+/// train) and `test/` when present; or records (`torchlight_text::records_files`): a `.csv`,
+/// `.tsv` or `.jsonl` file, or a folder with `train.<ext>` and optional `val.<ext>`,
+/// `test.<ext>`, their `text.text_column` and `text.label_column` read. Every document is
+/// read once first: an unreadable, non-UTF-8 or empty one (or a bad row) is an error naming
+/// the file (and the line of a record), before a run folder exists.
 pub fn open_splits(config: &TrainConfig) -> Result<TextSplits> {
-    let folders = TextSplitFolders::open(&config.data.root)?;
+    let columns = Columns::new(&config.text.text_column, &config.text.label_column);
+    let folders = TextSplitFolders::open_data(&config.data.root, &columns)?;
     check_documents(&folders.check())?;
     Ok(folders.split(config.data.val_fraction, config.train.seed)?)
 }
@@ -45,8 +49,9 @@ pub fn check_documents(report: &DocumentReport) -> Result<()> {
         return Err(RecipeError::io(&location.path, e));
     }
     if let Some(location) = report.empty.first() {
+        let at = location.line.map_or_else(String::new, |line| format!("line {line}: "));
         let e = std::io::Error::other(format!(
-            "the document is empty ({} of {} documents are): remove it or give it text",
+            "{at}the document is empty ({} of {} documents are): remove it or give it text",
             report.empty.len(),
             report.documents
         ));

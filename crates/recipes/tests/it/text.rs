@@ -273,3 +273,106 @@ fn a_text_checkpoint_saved_without_its_tokenizer_takes_its_run_folders() {
     assert!(err.contains("without its tokenizer") && err.contains("vocab.json"), "{err}");
     assert!(card.build_model(tch::Device::Cpu).is_err());
 }
+
+/// `(text, label)` records of the three keyword classes, `per_class` each: texts with commas,
+/// quotes and a line break inside, labels the class names.
+fn records(per_class: usize, seed: u64) -> Vec<(String, &'static str)> {
+    let mut state = seed.wrapping_mul(6364136223846793005) | 1;
+    let mut next = move |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let mut out = Vec::new();
+    for i in 0..per_class {
+        for (c, class) in ["fruit", "water", "metal"].into_iter().enumerate() {
+            let filler: Vec<String> = (0..6 + next(10)).map(|_| format!("w{}", next(40))).collect();
+            let k = |n: usize| KEYWORDS[c][n % 3];
+            let text = format!("{}, \"{}\" {}\n{} {i}", k(next(3)), k(next(3)), filler.join(" "), k(next(3)));
+            out.push((text, class));
+        }
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+fn write_csv(path: &Path, rows: &[(String, &str)]) {
+    let body: String = rows.iter().map(|(t, l)| format!("{l},{}\n", csv_field(t))).collect();
+    std::fs::write(path, format!("label,text\n{body}")).unwrap();
+}
+
+fn write_jsonl(path: &Path, rows: &[(String, &str)], text_key: &str) {
+    let body: String =
+        rows.iter().map(|(t, l)| serde_json::json!({ text_key: t, "label": l }).to_string() + "\n").collect();
+    std::fs::write(path, body).unwrap();
+}
+
+#[test]
+fn a_csv_file_of_records_trains_and_resumes() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (csv, out) = (tmp.path().join("reviews.csv"), tmp.path().join("runs"));
+    write_csv(&csv, &records(12, 1));
+    let first = fit(text_config(&csv, &out, "textcnn", 1), &Progress::quiet()).unwrap();
+    assert_eq!(first.epochs, 1);
+    let changes = vec![("train.epochs".to_string(), "2".to_string())];
+    let second = resume(&first.run_dir, &changes, &Progress::quiet()).unwrap();
+    assert_eq!(second.epochs, 2);
+    // The vocabulary holds the words of the quoted, multi-line texts.
+    let vocab = std::fs::read_to_string(first.run_dir.join(VOCAB_FILE)).unwrap();
+    assert!(vocab.contains("\"apple\"") && vocab.contains("\"w7\""), "{vocab}");
+}
+
+#[test]
+fn a_folder_of_json_lines_files_trains_and_resumes() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let (root, out) = (tmp.path().join("data"), tmp.path().join("runs"));
+    std::fs::create_dir_all(&root).unwrap();
+    write_jsonl(&root.join("train.jsonl"), &records(10, 2), "review");
+    write_jsonl(&root.join("val.jsonl"), &records(3, 3), "review");
+    write_jsonl(&root.join("test.jsonl"), &records(2, 4), "review");
+    let mut config = text_config(&root, &out, "fasttext", 1);
+    config.text.text_column = "review".into();
+    let first = fit(config, &Progress::quiet()).unwrap();
+    assert_eq!(first.epochs, 1);
+    let changes = vec![("train.epochs".to_string(), "2".to_string())];
+    let second = resume(&first.run_dir, &changes, &Progress::quiet()).unwrap();
+    assert_eq!(second.epochs, 2);
+    assert!(second.test_acc.is_some(), "test.jsonl is the test split");
+}
+
+#[test]
+fn bad_records_are_named_by_file_and_line() {
+    let tmp = temp_dir();
+    let out = tmp.path().join("runs");
+    let fails = |name: &str, body: &str, want: &[&str]| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        let err = fit(text_config(&path, &out, "fasttext", 1), &Progress::quiet()).unwrap_err().to_string();
+        for part in [name].iter().chain(want) {
+            assert!(err.contains(part), "{name}: {part:?} not in {err}");
+        }
+    };
+    let ok: String = records(4, 5).iter().map(|(t, l)| format!("{l},{}\n", csv_field(t))).collect();
+    // The first record spans lines 2-3, each after it two lines.
+    fails("extra.csv", &format!("label,text\n{ok}fruit,apple,pear\n"), &["line 26"]);
+    fails("empty.csv", &format!("label,text\n{ok}water,\"  \"\n"), &["line 26", "empty"]);
+    fails(
+        "nolabel.jsonl",
+        "{\"text\": \"apple\", \"label\": \"fruit\"}\n{\"text\": \"sea\"}\n",
+        &["line 2", "label"],
+    );
+    // A validation label the training file lacks.
+    let root = tmp.path().join("split");
+    std::fs::create_dir_all(&root).unwrap();
+    write_csv(&root.join("train.csv"), &records(4, 6));
+    std::fs::write(root.join("val.csv"), "label,text\nfruit,apple\nstone,rock\n").unwrap();
+    let err = fit(text_config(&root, &out, "fasttext", 1), &Progress::quiet()).unwrap_err().to_string();
+    assert!(err.contains("val.csv") && err.contains("line 3") && err.contains("stone"), "{err}");
+    assert!(!out.exists(), "a failed start leaves no run folder");
+}

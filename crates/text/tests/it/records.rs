@@ -85,3 +85,33 @@ fn json_lines_records_bad_lines_and_empty_documents() {
     let err = read_json_lines(&path, &Columns::default()).unwrap_err();
     assert!(err.to_string().ends_with("line 1: a JSON array, not an object"), "{err}");
 }
+
+#[test]
+fn records_files_open_as_split_folders() {
+    use torchlight_text::{records_files, TextFolder, TextSplitFolders};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "train.tsv", "label\ttext\nb\tone\na\ttwo\nb\tthree\na\tfour\n");
+    write(root, "val.tsv", "label\ttext\na\tfive\nb\t \n");
+    write(root, "test.csv", "label,text\na,ignored: another ending\n");
+    let (train, val, test) = records_files(root).unwrap();
+    assert_eq!((train, val, test), (root.join("train.tsv"), Some(root.join("val.tsv")), None));
+    assert_eq!(records_files(&root.join("train.tsv")).unwrap().1, None);
+    assert!(records_files(&root.join("missing.csv")).is_none());
+    let folders = TextSplitFolders::open_data(root, &Columns::default()).unwrap();
+    assert_eq!(folders.classes(), ["a", "b"]);
+    assert_eq!(folders.train.targets(), [1, 0, 1, 0]);
+    assert_eq!(folders.train.read(2).unwrap(), "three");
+    let val: &TextFolder = folders.val.as_ref().unwrap();
+    assert_eq!((val.targets(), val.line(1)), (vec![0, 1], Some(3)));
+    // The empty record is reported and fails its sample, by file and line.
+    let report = folders.check();
+    assert_eq!((report.documents, report.empty.len()), (6, 1));
+    assert_eq!(report.empty[0].to_string(), format!("{} line 3", root.join("val.tsv").display()));
+    let mut rng = torchlight_data::rng_from_seed(0);
+    let err = val.get(1, &mut rng).unwrap_err().to_string();
+    assert!(err.contains("val.tsv") && err.contains("line 3"), "{err}");
+    assert!(folders.test.is_none(), "test.csv has another ending than train.tsv");
+    let splits = folders.split(0.5, 0).unwrap();
+    assert_eq!((splits.train.len(), splits.val.len(), splits.train_texts().count()), (4, 2, 4));
+}
