@@ -126,6 +126,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "text.tokenizer",
     "text.text_column",
     "text.label_column",
+    "text.bucket",
     "text.embed_dim",
     "text.dropout",
     "text.num_filters",
@@ -205,6 +206,10 @@ pub struct TextConfig {
     /// The column holding a record's label (a class name; JSON integers are read as their
     /// decimal text); `"label"`.
     pub label_column: String,
+    /// Batch training documents of similar length (torchlight_text's `BucketSampler`: a seeded
+    /// shuffle per epoch, pools of 100 batches sorted by length, full batches shuffled), so
+    /// less of each batch is padding; validation and test stay unbucketed. false.
+    pub bucket: bool,
     /// Token embedding width (the transformer's `d_model`); 128.
     pub embed_dim: usize,
     /// Dropout before the classifier (TextCnn, BiLSTM); Kim (2014)'s 0.5.
@@ -231,6 +236,7 @@ impl Default for TextConfig {
             tokenizer: None,
             text_column: "text".to_string(),
             label_column: "label".to_string(),
+            bucket: false,
             embed_dim: 128,
             dropout: 0.5,
             num_filters: 100,

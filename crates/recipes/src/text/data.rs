@@ -10,8 +10,8 @@ use tch::{Device, Tensor};
 use torchlight_data::{ArrayToTensor, Collate, DataLoader, DataLoaderBuilder, Subset};
 use torchlight_nn::Inputs;
 use torchlight_text::{
-    load_tokenizer, Columns, DocumentReport, PadCollate, PaddedBatch, TextFolder, TextSplitFolders,
-    TextSplits, Tokenized, Tokenizer, Truncation, WordVocab, WordVocabConfig,
+    load_tokenizer, BucketSampler, Columns, DocumentReport, PadCollate, PaddedBatch, TextFolder,
+    TextSplitFolders, TextSplits, Tokenized, Tokenizer, Truncation, WordVocab, WordVocabConfig,
 };
 
 /// The file a run's word vocabulary is saved to in its run folder.
@@ -134,17 +134,31 @@ impl Collate<(Vec<u32>, i64)> for TextCollate {
     }
 }
 
-/// The loader of one split: shuffled per epoch from `train.seed` when `train`, in order
-/// otherwise; `train.batch_size` documents a batch, `data.workers` threads tokenizing.
+/// The loader of one split: shuffled per epoch from `train.seed` when `train` (with
+/// `text.bucket`, in batches of similar length by [`BucketSampler`], its order a function of
+/// `train.seed` and the epoch alone, so the same at any worker count and on a mid-epoch
+/// resume), in order otherwise; `train.batch_size` documents a batch, `data.workers` threads
+/// tokenizing.
 pub fn loader(dataset: TextDataset, config: &TrainConfig, train: bool, device: Device) -> Result<TextLoader> {
-    let collate = TextCollate(PadCollate::new(0, Some(config.text.max_len))?);
-    Ok(DataLoaderBuilder::new(dataset)
+    let max_len = config.text.max_len;
+    let collate = TextCollate(PadCollate::new(0, Some(max_len))?);
+    let bucket = if train && config.text.bucket {
+        // Lengths as the batches see them: cut to text.max_len.
+        let lengths = dataset.lengths().into_iter().map(|n| n.min(max_len)).collect();
+        Some(BucketSampler::new(lengths, config.train.batch_size, config.train.seed)?)
+    } else {
+        None
+    };
+    let builder = DataLoaderBuilder::new(dataset)
         .collate(collate)
         .batch_size(config.train.batch_size)
-        .shuffle(train)
         .num_workers(config.data.workers)
         .persistent_workers(config.data.workers > 0)
         .pin_memory(device.is_cuda())
-        .seed(config.train.seed)
-        .build()?)
+        .seed(config.train.seed);
+    let builder = match bucket {
+        Some(sampler) => builder.sampler(sampler),
+        None => builder.shuffle(train),
+    };
+    Ok(builder.build()?)
 }
