@@ -13,7 +13,10 @@ mirroring torchlight-bench's `text.rs`.
   own, as `torchlight_text::split_words`; looked up in a vocabulary of the corpus, `[PAD]` 0 and
   `[UNK]` 1) and a `DataLoader(batch_size=64, shuffle=True, num_workers=W)` whose `collate_fn`
   cuts documents to 256 ids and pads them into ids [B, T] + lengths [B]. Word-level in plain
-  Python, not a Hugging Face tokenizer (the reference environment has no `tokenizers`).
+  Python (`text_pipeline_w*`), or (`text_pipeline_hf_w*`) with the Hugging Face `tokenizers`
+  package loading the corpus's `tokenizer.json` (the WordPiece tokenizer torchlight-bench's
+  `gen-text` trained, which the Torchlight side loads too), the usual way to tokenize in a
+  PyTorch `Dataset` now that torchtext is discontinued.
 """
 
 import os
@@ -149,14 +152,18 @@ def split_words(text):
 class TextFiles(Dataset):
     """`root/<class>/*.txt`, sorted as torchlight's TextFolder: (ids tensor, label)."""
 
-    def __init__(self, root):
+    @staticmethod
+    def files(root):
         classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
-        self.samples = [
+        return [
             (os.path.join(root, c, f), label)
             for label, c in enumerate(classes)
             for f in sorted(os.listdir(os.path.join(root, c)))
             if f.endswith(".txt")
         ]
+
+    def __init__(self, root):
+        self.samples = TextFiles.files(root)
         counts = Counter()
         for path, _ in self.samples:
             with open(path, encoding="utf-8") as f:
@@ -177,6 +184,24 @@ class TextFiles(Dataset):
         return torch.tensor(ids, dtype=torch.int64), label
 
 
+class HfTextFiles(TextFiles):
+    """The same files, tokenized by the Hugging Face tokenizer at `root/tokenizer.json`
+    (no padding: the collate pads)."""
+
+    def __init__(self, root):
+        from tokenizers import Tokenizer
+
+        self.samples = TextFiles.files(root)
+        self.tokenizer = Tokenizer.from_file(os.path.join(root, "tokenizer.json"))
+        self.tokenizer.no_padding()
+
+    def __getitem__(self, index):
+        path, label = self.samples[index]
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        return torch.tensor(self.tokenizer.encode(text).ids, dtype=torch.int64), label
+
+
 def pad_collate(batch):
     ids = [ids[:MAX_LEN] for ids, _ in batch]
     lengths = torch.tensor([len(x) for x in ids], dtype=torch.int64)
@@ -185,8 +210,8 @@ def pad_collate(batch):
 
 
 class TextPipeline:
-    def __init__(self, root, workers):
-        self.dataset = TextFiles(root)
+    def __init__(self, root, workers, dataset=TextFiles):
+        self.dataset = dataset(root)
         generator = torch.Generator().manual_seed(0)
         self.loader = DataLoader(
             self.dataset,
@@ -212,4 +237,8 @@ def build(name, corpus):
         return TextPipeline(corpus, 0)
     if name == "text_pipeline_w2":
         return TextPipeline(corpus, 2)
+    if name == "text_pipeline_hf_w0":
+        return TextPipeline(corpus, 0, HfTextFiles)
+    if name == "text_pipeline_hf_w2":
+        return TextPipeline(corpus, 2, HfTextFiles)
     return None

@@ -109,6 +109,16 @@ const WORKLOADS: &[Workload] = &[
         heavy: false,
     },
     Workload {
+        name: "text_pipeline_hf_w0",
+        description: "the text epoch of `text_pipeline_w0` tokenized by a Hugging Face WordPiece tokenizer (8000 entries, BERT's normalizer and pre-tokenizer, trained on the corpus into its `tokenizer.json`): torchlight-text's `HfTokenizer` (the `tokenizers` crate) vs a `Dataset` calling the `tokenizers` package's `Tokenizer.from_file(...).encode` on the same file, num_workers=0",
+        heavy: false,
+    },
+    Workload {
+        name: "text_pipeline_hf_w2",
+        description: "the same Hugging Face epoch with num_workers=2 (Torchlight: worker threads; PyTorch: worker processes started each epoch)",
+        heavy: false,
+    },
+    Workload {
         name: "adamw_resnet34_vs_fused",
         description: "AdamW step alone over resnet34's 21.8M parameters (Torchlight default, fused) vs `torch.optim.AdamW(fused=True)`",
         heavy: false,

@@ -21,6 +21,9 @@ const PACKAGES: &[&str] = &[
     "onnx==1.23.2",
     "onnxruntime==1.32.0",
     "tensorboard==2.21.0",
+    // The bench's Hugging Face text pipeline row and the tokenizer parity check (the version
+    // of the Rust `tokenizers` crate torchlight-text builds).
+    "tokenizers==0.23.2",
     // Only for regenerating the vision fixtures (real photographs bundled with scikit-image).
     "scikit-image==0.26.0",
 ];

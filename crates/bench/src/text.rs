@@ -1,6 +1,8 @@
 //! The text rows: a generated corpus of `.txt` documents (`gen-text`), the training step of nn's
-//! four text classifiers on a padded batch, and the text input pipeline (read, word-level
-//! tokenize, pad). Each workload mirrors a class of the same name in `pytorch_bench.py`.
+//! four text classifiers on a padded batch, and the text input pipeline (read, tokenize, pad)
+//! with the word-level `WordVocab` and with a Hugging Face WordPiece tokenizer (`tokenizer.json`,
+//! trained on the corpus by `gen-text`). Each workload mirrors a class of the same name in
+//! `pytorch_text_bench.py`.
 
 use crate::common::Workload;
 use anyhow::{bail, Context, Result};
@@ -13,7 +15,9 @@ use torchlight_nn::{
 };
 use torchlight_optim::{Adam, AdamConfig, Optimizer, ParamGroup};
 use torchlight_recipes::text::TextCollate;
-use torchlight_text::{PadCollate, TextFolder, Tokenized, WordVocab, WordVocabConfig};
+use torchlight_text::{
+    HfTokenizer, HfTrainConfig, PadCollate, TextFolder, Tokenized, Tokenizer, WordVocab, WordVocabConfig,
+};
 
 /// Documents per class of the generated corpus.
 const DOCS_PER_CLASS: usize = 500;
@@ -27,6 +31,12 @@ const VOCAB: i64 = 30_000;
 const BATCH: usize = 64;
 /// `text.max_len`'s default: the pipeline rows cut documents to it.
 const MAX_LEN: usize = 256;
+
+/// The WordPiece vocabulary of the tokenizer `gen-text` trains on the corpus.
+const HF_VOCAB: usize = 8000;
+/// The Hugging Face tokenizer's file inside the corpus folder (beside the class folders, which
+/// TextFolder and the PyTorch side read; a file there is not a class).
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
 
 /// SplitMix64, as in `imagegen.rs`.
 struct Rng(u64);
@@ -62,9 +72,32 @@ fn word(rng: &mut Rng) -> String {
 /// words that start with a capital letter and end with `.`, commas between some words.
 pub fn write_corpus(out: &Path) -> Result<()> {
     let marker = out.join(".complete");
-    if marker.is_file() {
+    if !marker.is_file() {
+        write_documents(out)?;
+        std::fs::write(&marker, "").with_context(|| format!("{}", marker.display()))?;
+    }
+    write_tokenizer(out)
+}
+
+/// Trains the WordPiece tokenizer of the `text_pipeline_hf_*` rows on every document of the
+/// corpus at `out` ([`HF_VOCAB`] entries, lower-cased, BERT's pre-tokenizer) and saves it as
+/// [`TOKENIZER_FILE`] there, once (written to a temporary name, then renamed).
+fn write_tokenizer(out: &Path) -> Result<()> {
+    let path = out.join(TOKENIZER_FILE);
+    if path.is_file() {
         return Ok(());
     }
+    let folder = TextFolder::new(out)?;
+    let texts = (0..folder.samples().len()).map(|i| folder.read(i)).collect::<Result<Vec<_>, _>>()?;
+    let tokenizer = HfTokenizer::train(&texts, &HfTrainConfig::default().with_vocab_size(HF_VOCAB))?;
+    let partial = out.join(format!("{TOKENIZER_FILE}.partial"));
+    tokenizer.save(&partial)?;
+    std::fs::rename(&partial, &path).with_context(|| format!("{}", path.display()))?;
+    Ok(())
+}
+
+/// The documents of [`write_corpus`].
+fn write_documents(out: &Path) -> Result<()> {
     let mut rng = Rng(31);
     let words: Vec<String> = (0..WORDS).map(|_| word(&mut rng)).collect();
     for class in 0..CLASSES {
@@ -96,7 +129,6 @@ pub fn write_corpus(out: &Path) -> Result<()> {
             std::fs::write(&path, text).with_context(|| format!("{}", path.display()))?;
         }
     }
-    std::fs::write(&marker, "").with_context(|| format!("{}", marker.display()))?;
     Ok(())
 }
 
@@ -123,8 +155,10 @@ pub fn build(name: &str, corpus: &Path) -> Option<Result<Box<dyn Workload>>> {
         "train_text_textcnn_b64" => boxed(TextCnn::new(&config())),
         "train_text_bilstm_b64" => boxed(BiLstmClassifier::new(&config())),
         "train_text_transformer_b64" => boxed(TransformerClassifier::new(&config())),
-        "text_pipeline_w0" => TextPipeline::new(corpus, 0).map(|w| Box::new(w) as Box<dyn Workload>),
-        "text_pipeline_w2" => TextPipeline::new(corpus, 2).map(|w| Box::new(w) as Box<dyn Workload>),
+        "text_pipeline_w0" => TextPipeline::word_level(corpus, 0),
+        "text_pipeline_w2" => TextPipeline::word_level(corpus, 2),
+        "text_pipeline_hf_w0" => TextPipeline::hugging_face(corpus, 0),
+        "text_pipeline_hf_w2" => TextPipeline::hugging_face(corpus, 2),
         _ => return None,
     })
 }
@@ -174,22 +208,35 @@ impl<M: MultiInput> Workload for TextTrainStep<M> {
 }
 
 /// One epoch of the text input pipeline: a TextFolder read file by file, each document
-/// tokenized by a [`WordVocab`] of the corpus (lower-cased, split at white space and
-/// punctuation, looked up) in the loader's workers, padded to the batch's longest (cut at
-/// [`MAX_LEN`]) into `ids` + `lengths` tensors by the recipe's collate; batch [`BATCH`],
-/// shuffled.
-struct TextPipeline {
-    loader: DataLoader<Tokenized<TextFolder, WordVocab>, TextCollate>,
+/// tokenized by `T` in the loader's workers (a [`WordVocab`] of the corpus: lower-cased, split
+/// at white space and punctuation, looked up; or the corpus's Hugging Face WordPiece
+/// tokenizer), padded to the batch's longest (cut at [`MAX_LEN`]) into `ids` + `lengths`
+/// tensors by the recipe's collate; batch [`BATCH`], shuffled.
+struct TextPipeline<T: Tokenizer> {
+    loader: DataLoader<Tokenized<TextFolder, T>, TextCollate>,
     epoch: u64,
 }
 
-impl TextPipeline {
-    fn new(corpus: &Path, workers: usize) -> Result<Self> {
+impl TextPipeline<WordVocab> {
+    fn word_level(corpus: &Path, workers: usize) -> Result<Box<dyn Workload>> {
         let folder = TextFolder::new(corpus)?;
         let texts = (0..folder.samples().len()).map(|i| folder.read(i)).collect::<Result<Vec<_>, _>>()?;
         let vocab = WordVocab::build(&texts, &WordVocabConfig::default())?;
-        let collate = TextCollate(PadCollate::new(0, Some(MAX_LEN))?);
-        let loader = DataLoaderBuilder::new(Tokenized::new(folder, vocab))
+        Ok(Box::new(Self::new(folder, vocab, workers)?))
+    }
+}
+
+impl TextPipeline<HfTokenizer> {
+    fn hugging_face(corpus: &Path, workers: usize) -> Result<Box<dyn Workload>> {
+        let tokenizer = HfTokenizer::from_file(corpus.join(TOKENIZER_FILE))?;
+        Ok(Box::new(Self::new(TextFolder::new(corpus)?, tokenizer, workers)?))
+    }
+}
+
+impl<T: Tokenizer + Send + Sync + 'static> TextPipeline<T> {
+    fn new(folder: TextFolder, tokenizer: T, workers: usize) -> Result<Self> {
+        let collate = TextCollate(PadCollate::new(tokenizer.pad_id(), Some(MAX_LEN))?);
+        let loader = DataLoaderBuilder::new(Tokenized::new(folder, tokenizer))
             .collate(collate)
             .batch_size(BATCH)
             .shuffle(true)
@@ -200,7 +247,7 @@ impl TextPipeline {
     }
 }
 
-impl Workload for TextPipeline {
+impl<T: Tokenizer + Send + Sync + 'static> Workload for TextPipeline<T> {
     fn run(&mut self) -> Result<()> {
         self.epoch += 1;
         let mut seen = 0;
@@ -221,7 +268,7 @@ mod tests {
     use torchlight_text::Tokenizer;
 
     #[test]
-    fn both_sides_tokenize_the_corpus_alike() {
+    fn both_sides_tokenize_the_corpus_alike_word_level_and_with_hugging_face() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("corpus");
         write_corpus(&root).unwrap();
@@ -242,7 +289,10 @@ mod tests {
                      ds = b.TextFiles(sys.argv[1])\n\
                      print(' '.join(ds.vocab))\n\
                      print(' '.join(str(i) for i in ds[0][0].tolist()))\n\
-                     print(' '.join(str(i) for i in ds[1999][0].tolist()))\n";
+                     print(' '.join(str(i) for i in ds[1999][0].tolist()))\n\
+                     hf = b.HfTextFiles(sys.argv[1])\n\
+                     print(' '.join(str(i) for i in hf[0][0].tolist()))\n\
+                     print(' '.join(str(i) for i in hf[1999][0].tolist()))\n";
         let python = torchlight_testing::reference_python().unwrap();
         let output = std::process::Command::new(&python)
             .current_dir(torchlight_testing::workspace_root().join("crates/bench"))
@@ -258,6 +308,16 @@ mod tests {
         for (line, doc) in [(lines[1], 0), (lines[2], 1999)] {
             let ids: Vec<u32> = line.split(' ').map(|i| i.parse().unwrap()).collect();
             assert_eq!(ids, vocab.encode(&texts[doc]).unwrap(), "document {doc}");
+        }
+        // The `tokenizers` package (0.23.2, in the reference environment) and the crate on the
+        // same `tokenizer.json`: the same ids, exactly.
+        let hf = HfTokenizer::from_file(root.join(TOKENIZER_FILE)).unwrap();
+        assert!(hf.vocab_size() > 5000 && hf.vocab_size() <= HF_VOCAB, "{}", hf.vocab_size());
+        for (line, doc) in [(lines[3], 0), (lines[4], 1999)] {
+            let ids: Vec<u32> = line.split(' ').map(|i| i.parse().unwrap()).collect();
+            let ours = hf.encode(&texts[doc]).unwrap();
+            assert!(ours.len() > 20 && !ours.contains(&hf.unk_id().unwrap()), "document {doc}: {ours:?}");
+            assert_eq!(ids, ours, "document {doc}, Hugging Face");
         }
     }
 

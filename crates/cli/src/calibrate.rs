@@ -4,8 +4,10 @@
 use crate::loaded::Loaded;
 use anyhow::{bail, Result};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tch::{Device, Tensor};
 use torchlight_recipes::image::{evaluate_with_logits, loader, open_splits, Evaluated};
+use torchlight_recipes::text;
 use torchlight_train::{
     calibration_scores, fit_temperature, plot_reliability, reliability_bins, CalibrationScores, Progress,
     ReliabilityPanel, CALIBRATION_BINS, TEMPERATURE_RANGE,
@@ -13,15 +15,19 @@ use torchlight_train::{
 
 /// The calibration of one split before and after dividing its logits by the temperature.
 pub struct SplitCalibration {
-    pub images: i64,
+    /// Images, or documents for a text model.
+    pub count: i64,
+    /// `images` or `documents`: the JSON key of `count`.
+    pub unit: &'static str,
     pub before: CalibrationScores,
     pub after: CalibrationScores,
 }
 
 impl SplitCalibration {
-    fn of(logits: &Tensor, labels: &Tensor, temperature: f64) -> Self {
+    fn of(logits: &Tensor, labels: &Tensor, temperature: f64, unit: &'static str) -> Self {
         SplitCalibration {
-            images: labels.size()[0],
+            count: labels.size()[0],
+            unit,
             before: calibration_scores(logits, labels),
             after: calibration_scores(&(logits / temperature), labels),
         }
@@ -30,7 +36,7 @@ impl SplitCalibration {
     pub fn to_json(&self) -> serde_json::Value {
         let scores = |s: &CalibrationScores| serde_json::json!({ "ece": s.ece, "mce": s.mce, "nll": s.nll, "brier": s.brier });
         serde_json::json!({
-            "images": self.images,
+            self.unit: self.count,
             "before": scores(&self.before),
             "after": scores(&self.after),
         })
@@ -70,9 +76,10 @@ impl Calibrated {
     pub fn lines(&self, data_name: &str) -> Vec<String> {
         let mut out = vec![
             format!(
-                "\ncalibration: temperature T = {:.4} (fitted on {} validation images of {})",
+                "\ncalibration: temperature T = {:.4} (fitted on {} validation {} of {})",
                 self.temperature,
-                self.val.images,
+                self.val.count,
+                self.val.unit,
                 self.val_root.display()
             ),
             format!("{:<6} {:<7} {:>8} {:>8} {:>8} {:>8}", "split", "logits", "ECE", "MCE", "NLL", "Brier"),
@@ -96,25 +103,30 @@ impl Calibrated {
     }
 }
 
-/// The data root whose validation split calibrates: `data` itself when it holds `train/` (a
-/// split root, as `train --data` takes), else the run's `data.root`.
+/// The data root whose validation split calibrates: `data` itself when it is a split root as
+/// `train --data` takes (holds `train/`; for a text model also a records file or a folder of
+/// `train.<ext>`), else the run's `data.root`.
 fn val_root(data: &Path, loaded: &Loaded) -> Result<PathBuf> {
-    if data.join("train").is_dir() {
+    let text = loaded.tokenizer.is_some();
+    let is_root =
+        |p: &Path| p.join("train").is_dir() || (text && torchlight_text::records_files(p).is_some());
+    if is_root(data) {
         return Ok(data.to_path_buf());
     }
     let root = &loaded.card.config.data.root;
-    if root.join("train").is_dir() {
+    if is_root(root) {
         return Ok(root.clone());
     }
+    let holds = if text { "train/, train.<csv|tsv|jsonl> or is a records file" } else { "train/" };
     bail!(
-        "--calibrate needs the run's validation split: neither --data {} nor the checkpoint's data.root {} holds train/; pass the run's data root as --data",
+        "--calibrate needs the run's validation split: neither --data {} nor the checkpoint's data.root {} holds {holds}; pass the run's data root as --data",
         data.display(),
         root.display()
     )
 }
 
 /// Fits the temperature on the validation split of the run's data (the recipe's split: `val/`,
-/// or the seeded part of `train/`), then scores that split and the `evaluated` data before and
+/// or the seeded part of `train/`; for a text model the text recipe's), then scores that split and the `evaluated` data before and
 /// after, and draws `png`.
 pub fn calibrate(
     loaded: &Loaded,
@@ -129,18 +141,30 @@ pub fn calibrate(
     let root = val_root(data, loaded)?;
     let mut config = loaded.card.config.clone();
     config.data.root = root.clone();
-    let splits = open_splits(&config)?;
-    if splits.classes != loaded.card.classes {
-        bail!(
-            "{}: classes [{}] do not match the checkpoint's [{}]",
-            root.display(),
-            splits.classes.join(", "),
-            loaded.card.classes.join(", ")
-        );
-    }
-    let mut batches = loader(splits.val, &config, false, device)?;
     let n = loaded.card.classes.len();
-    let val = evaluate_with_logits(loaded.model.as_ref(), &mut batches, device, &config, n, progress)?;
+    let check = |classes: &[String]| {
+        if classes != loaded.card.classes {
+            bail!(
+                "{}: classes [{}] do not match the checkpoint's [{}]",
+                root.display(),
+                classes.join(", "),
+                loaded.card.classes.join(", ")
+            );
+        }
+        Ok(())
+    };
+    let model = loaded.model.as_ref();
+    let unit = if loaded.tokenizer.is_some() { "documents" } else { "images" };
+    let val = if let Some(tokenizer) = &loaded.tokenizer {
+        let (mut batches, classes) = text::val_loader(&config, Arc::clone(tokenizer), device)?;
+        check(&classes)?;
+        text::evaluate_with_logits(model, &mut batches, device, &config, n, progress)?
+    } else {
+        let splits = open_splits(&config)?;
+        check(&splits.classes)?;
+        let mut batches = loader(splits.val, &config, false, device)?;
+        evaluate_with_logits(model, &mut batches, device, &config, n, progress)?
+    };
     let temperature = fit_temperature(&val.logits, &val.labels)?;
     let panel = |split: &str, z: &Tensor, y: &Tensor, t: Option<f64>| {
         let scaled = t.map_or_else(|| z.shallow_clone(), |t| z / t);
@@ -161,8 +185,8 @@ pub fn calibrate(
     Ok(Calibrated {
         temperature,
         val_root: root,
-        val: SplitCalibration::of(&val.logits, &val.labels, temperature),
-        data: SplitCalibration::of(logits, labels, temperature),
+        val: SplitCalibration::of(&val.logits, &val.labels, temperature, unit),
+        data: SplitCalibration::of(logits, labels, temperature, unit),
         png: png.to_path_buf(),
     })
 }

@@ -54,18 +54,20 @@ pub fn run(args: Args) -> Result<()> {
     let progress = if args.json { Progress::quiet() } else { Progress::auto() };
     // What is counted: a text model reads documents, an image model images.
     let (m, calibrated, unit) = if let Some(tokenizer) = &loaded.tokenizer {
-        if args.calibrate {
-            bail!(
-                "--calibrate: temperature scaling is for image checkpoints for now; {} is a text model (evaluate it without --calibrate)",
-                loaded.from.dir.display()
-            );
-        }
-        let folder = text::open_eval_folder(&dir)?;
+        let folder = text::open_eval_folder(&dir, config, classes)?;
         check_classes(&dir, folder.classes(), classes)?;
         let mut batches = text::eval_loader(folder, Arc::clone(tokenizer), config, device)?;
-        let m =
-            text::evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?;
-        (m, None, "documents")
+        let model = loaded.model.as_ref();
+        let (m, calibrated) = if args.calibrate {
+            let e =
+                text::evaluate_with_logits(model, &mut batches, device, config, classes.len(), &progress)?;
+            let name = if dir.ends_with("test") { "test" } else { "data" };
+            let c = calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?;
+            (e.summary, Some(c))
+        } else {
+            (text::evaluate(model, &mut batches, device, config, classes.len(), &progress)?, None)
+        };
+        (m, calibrated, "documents")
     } else {
         let folder = ImageFolder::new(&dir)?
             .with_max_pixels(config.data.pixel_limit())

@@ -52,7 +52,7 @@ pub use pad_collate::{PadCollate, PaddedBatch};
 pub use records::{Columns, TextRecords};
 pub use report::{DocumentReport, Location};
 pub use text_folder::{TextFolder, TextFolderOptions, TEXT_EXTENSIONS};
-pub use text_splits::{records_files, TextSplitFolders, TextSplits, RECORD_EXTENSIONS};
+pub use text_splits::{read_records, records_files, TextSplitFolders, TextSplits, RECORD_EXTENSIONS};
 pub use tokenized::Tokenized;
 pub use tokenizer::Tokenizer;
 pub use truncation::Truncation;

@@ -162,8 +162,10 @@ pub fn records_files(root: &Path) -> Option<(PathBuf, Option<PathBuf>, Option<Pa
     Some((root.join(format!("train.{ext}")), file("val"), file("test")))
 }
 
-/// The records of `path` by its ending: `.jsonl` JSON lines, `.tsv` tab-separated, else CSV.
-fn read_records(path: &Path, columns: &Columns) -> Result<TextRecords> {
+/// The records of `path` by its ending: `.jsonl` JSON lines ([`read_json_lines`]), `.tsv`
+/// tab-separated, else CSV ([`read_delimited`]), read by `columns` (with
+/// [`Columns::with_classes`], a label outside those classes is an error naming file and line).
+pub fn read_records(path: &Path, columns: &Columns) -> Result<TextRecords> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("jsonl") => read_json_lines(path, columns),
         Some("tsv") => read_delimited(path, &DelimitedOptions::tsv().with_columns(columns.clone())),

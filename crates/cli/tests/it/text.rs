@@ -249,13 +249,66 @@ fn a_text_run_evaluates_predicts_and_summarises_from_its_checkpoint_alone() {
     assert!(stderr.contains("error: 2 of 3 texts could not be classified"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 
-    // An image checkpoint given --text names its task; --calibrate is for images.
+    // An image checkpoint given --text names its task.
     let (image_checkpoint, _) = crate::harden::tiny_run(&dir.join("image"));
     let line =
         fails(&["predict", "--checkpoint", &s(&image_checkpoint), "--device", "cpu", "--text", "good"]);
     assert!(line.contains("an image model") && line.contains("train.task = \"image\""), "{line}");
-    let line = fails(&["eval", "--checkpoint", &run_s, "--data", &data_s, "--device", "cpu", "--calibrate"]);
-    assert!(line.contains("--calibrate") && line.contains("text model"), "{line}");
+
+    // --calibrate: a temperature fitted on val/ (12 documents), which cannot raise val's NLL
+    // (T = 1 is one of the candidates), and test/'s figures before and after it.
+    let reliability = dir.join("reliability.png");
+    #[rustfmt::skip]
+    let e = json(&ok(&[
+        "eval", "--checkpoint", &run_s, "--data", &data_s, "--device", "cpu", "--json", "--calibrate",
+        "--reliability-png", &s(&reliability),
+    ]));
+    let c = &e["calibration"];
+    assert!(reliability.is_file(), "{e}");
+    assert!(c["temperature"].as_f64().unwrap() > 0.0, "{c}");
+    assert_eq!(
+        (c["val"]["documents"].as_i64(), c["data"]["documents"].as_i64()),
+        (Some(12), Some(12)),
+        "{c}"
+    );
+    let nll = |split: &str, when: &str| c[split][when]["nll"].as_f64().unwrap();
+    assert!(nll("val", "after") <= nll("val", "before") + 1e-9, "{c}");
+    assert!(c["val_root"].as_str().unwrap().ends_with("data"), "{c}");
+
+    // Records: eval of a CSV of test/'s documents gives the folder's figures; a records folder
+    // without test.<ext> names what to pass; a label the checkpoint does not know names its line.
+    let records = dir.join("records");
+    std::fs::create_dir_all(&records).unwrap();
+    let mut csv = String::from("label,text\n");
+    for class in ["neg", "pos"] {
+        for i in 0..6 {
+            let text =
+                std::fs::read_to_string(data.join("test").join(class).join(format!("{i}.txt"))).unwrap();
+            csv.push_str(&format!("{class},\"{text}\"\n"));
+        }
+    }
+    std::fs::write(records.join("test.csv"), &csv).unwrap();
+    let e = json(&ok(&[
+        "eval",
+        "--checkpoint",
+        &run_s,
+        "--data",
+        &s(&records.join("test.csv")),
+        "--device",
+        "cpu",
+        "--json",
+    ]));
+    assert_eq!((e["documents"].as_i64(), e["accuracy"].as_f64()), (Some(12), Some(test_acc)), "{e}");
+    std::fs::write(records.join("train.csv"), &csv).unwrap();
+    let e = json(&ok(&["eval", "--checkpoint", &run_s, "--data", &s(&records), "--device", "cpu", "--json"]));
+    assert_eq!(e["accuracy"].as_f64(), Some(test_acc), "records/test.csv: {e}");
+    std::fs::remove_file(records.join("test.csv")).unwrap();
+    let line = fails(&["eval", "--checkpoint", &run_s, "--data", &s(&records), "--device", "cpu"]);
+    assert!(line.contains("no test.<ext>") && line.contains("train.csv"), "{line}");
+    std::fs::write(records.join("odd.csv"), "label,text\npos,good\nmaybe,good bad\n").unwrap();
+    let line =
+        fails(&["eval", "--checkpoint", &run_s, "--data", &s(&records.join("odd.csv")), "--device", "cpu"]);
+    assert!(line.contains("odd.csv") && line.contains("maybe"), "{line}");
     std::fs::create_dir_all(data.join("other/pos")).unwrap();
     std::fs::write(data.join("other/pos/a.txt"), "good").unwrap();
     let line = fails(&["eval", "--checkpoint", &run_s, "--data", &s(&data.join("other")), "--device", "cpu"]);

@@ -2,22 +2,55 @@
 //! TextFolder evaluated through the Trainer's evaluation loop with the recipe's loader, and
 //! single documents turned into the same `ids`/`lengths` inputs and classified.
 
-use super::data::{check_documents, loader, TextCollate, TextLoader};
+use super::data::{check_documents, loader, open_splits, TextCollate, TextLoader};
 use super::model::as_multi_input;
 use crate::config::TrainConfig;
 use crate::error::{RecipeError, Result};
+use crate::image::Evaluated;
 use std::sync::Arc;
 use tch::{Device, Tensor};
 use torchlight_data::{Collate, Subset};
 use torchlight_nn::{BiLstmClassifier, FastText, Inputs, Module, MultiInput, TextCnn, TransformerClassifier};
 use torchlight_tensor::no_grad;
-use torchlight_text::{is_empty_document, PadCollate, TextFolder, Tokenized, Tokenizer};
-use torchlight_train::{BatchSource, Classification, MetricSet, MetricsSummary, Progress, Stage};
+use torchlight_text::{
+    is_empty_document, read_records, records_files, Columns, PadCollate, TextFolder, Tokenized, Tokenizer,
+};
+use torchlight_train::{
+    BatchSource, Calibration, Classification, MetricSet, MetricsSummary, Progress, Stage, TrainError,
+};
 
-/// The TextFolder at `dir` (`dir/<class>/*.txt`) with every document read once first: an
-/// unreadable, non-UTF-8 or empty one is an error naming the file, as for training.
-pub fn open_eval_folder(dir: &std::path::Path) -> Result<TextFolder> {
-    let folder = TextFolder::new(dir)?;
+/// The documents to evaluate at `dir`, every one read once first (an unreadable, non-UTF-8 or
+/// empty one is an error naming the file, as for training): a TextFolder (`dir/<class>/*.txt`);
+/// or records, read by `config`'s `text.text_column`/`text.label_column` with `classes` (the
+/// checkpoint's) fixed, so that a label the model does not know is an error naming file and
+/// line: `dir` itself when it is a `.csv`, `.tsv` or `.jsonl` file, or the `test.<ext>` of a
+/// records folder (one without `test.<ext>` is an error naming the file to pass instead).
+pub fn open_eval_folder(
+    dir: &std::path::Path,
+    config: &TrainConfig,
+    classes: &[String],
+) -> Result<TextFolder> {
+    let folder = match records_files(dir) {
+        None => TextFolder::new(dir)?,
+        Some((train, val, test)) => {
+            let file = if dir.is_file() {
+                train
+            } else {
+                test.ok_or_else(|| RecipeError::InvalidConfig {
+                    field: "--data".into(),
+                    value: dir.display().to_string(),
+                    reason: format!(
+                        "holds {} but no test.<ext> to evaluate; pass the file to evaluate as --data, e.g. --data {}",
+                        train.file_name().unwrap_or_default().to_string_lossy(),
+                        val.as_ref().unwrap_or(&train).display()
+                    ),
+                })?
+            };
+            let columns = Columns::new(&config.text.text_column, &config.text.label_column)
+                .with_classes(classes.iter().cloned());
+            TextFolder::from_records(read_records(&file, &columns)?)
+        }
+    };
     check_documents(&folder.check())?;
     Ok(folder)
 }
@@ -47,9 +80,55 @@ pub fn evaluate(
     num_classes: usize,
     progress: &Progress,
 ) -> Result<MetricsSummary> {
-    let task = Classification::new(num_classes).with_top_k(config.train.top_k);
+    let metrics = dispatch(model, loader, device, config, num_classes, false, progress)?;
+    Ok(MetricsSummary::from_metrics(&metrics)?)
+}
+
+/// [`evaluate`], also keeping every document's logits and label (for calibration: ECE,
+/// temperature scaling), as the image recipe's
+/// [`evaluate_with_logits`](crate::image::evaluate_with_logits) does.
+pub fn evaluate_with_logits(
+    model: &dyn Module,
+    loader: &mut TextLoader,
+    device: Device,
+    config: &TrainConfig,
+    num_classes: usize,
+    progress: &Progress,
+) -> Result<Evaluated> {
+    let metrics = dispatch(model, loader, device, config, num_classes, true, progress)?;
+    let kept = metrics.find::<Calibration>().and_then(|c| Some((c.logits()?, c.labels()?)));
+    let (logits, labels) = kept.ok_or_else(|| TrainError::Metric {
+        metric: "calibration".into(),
+        reason: "the evaluated data held no documents".into(),
+    })?;
+    Ok(Evaluated { summary: MetricsSummary::from_metrics(&metrics)?, logits, labels })
+}
+
+/// The loader of the validation split of the text data at `config.data.root` (`val/`,
+/// `val.<ext>` or the seeded held-out part of the training data, exactly as training split
+/// it), tokenized with `tokenizer` (the checkpoint's) and cut to `text.max_len`, in order;
+/// and the data's class names.
+pub fn val_loader(
+    config: &TrainConfig,
+    tokenizer: Arc<dyn Tokenizer>,
+    device: Device,
+) -> Result<(TextLoader, Vec<String>)> {
+    let splits = open_splits(config)?;
+    Ok((loader(Tokenized::new(splits.val, tokenizer), config, false, device)?, splits.classes))
+}
+
+fn dispatch(
+    model: &dyn Module,
+    loader: &mut TextLoader,
+    device: Device,
+    config: &TrainConfig,
+    num_classes: usize,
+    calibration: bool,
+    progress: &Progress,
+) -> Result<MetricSet> {
+    let task = Classification::new(num_classes).with_top_k(config.train.top_k).with_calibration(calibration);
     let any = model.as_any();
-    let metrics = if let Some(m) = any.downcast_ref::<FastText>() {
+    if let Some(m) = any.downcast_ref::<FastText>() {
         run(m, &task, loader, device, config, progress)
     } else if let Some(m) = any.downcast_ref::<TextCnn>() {
         run(m, &task, loader, device, config, progress)
@@ -59,8 +138,7 @@ pub fn evaluate(
         run(m, &task, loader, device, config, progress)
     } else {
         Err(not_text(model))
-    }?;
-    Ok(MetricsSummary::from_metrics(&metrics)?)
+    }
 }
 
 fn run<M: Module + MultiInput>(

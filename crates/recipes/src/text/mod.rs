@@ -23,5 +23,7 @@ pub use data::{
 };
 pub(crate) use fit::HEAD;
 pub use fit::{fit, resume};
-pub use infer::{document_inputs, eval_loader, evaluate, open_eval_folder, text_logits};
+pub use infer::{
+    document_inputs, eval_loader, evaluate, evaluate_with_logits, open_eval_folder, text_logits, val_loader,
+};
 pub use model::{as_multi_input, build_text_model, text_classifier_config, TEXT_HEAD};
