@@ -4,6 +4,7 @@
 //! the same way.
 
 use crate::error::Result;
+use tch::Tensor;
 use torchlight_tensor::seed::{rng_from_seed, Rng};
 
 /// Where a batch transform runs, and its random source.
@@ -23,13 +24,14 @@ pub struct BatchContext {
     pub rank: usize,
     seed: u64,
     rng: Rng,
+    metric_target: Option<Tensor>,
 }
 
 impl BatchContext {
     /// The context of batch `batch` of epoch `epoch` on `rank`, for a run seeded with `base`.
     pub fn new(base: u64, rank: usize, epoch: u64, batch: u64) -> Self {
         let seed = torchlight_tensor::seed::batch_seed(base, rank as u64, epoch, batch);
-        BatchContext { epoch, batch, rank, seed, rng: rng_from_seed(seed) }
+        BatchContext { epoch, batch, rank, seed, rng: rng_from_seed(seed), metric_target: None }
     }
 
     /// This batch's seed.
@@ -48,6 +50,22 @@ impl BatchContext {
     pub fn with_torch_generator<R>(&self, f: impl FnOnce() -> R) -> Result<R> {
         Ok(torchlight_tensor::with_torch_seed(self.seed, f)?)
     }
+
+    /// Sets what the training metrics count this batch against, in place of the task's
+    /// [`StepOutput::target`](crate::StepOutput::target) (the loss still sees the transformed
+    /// batch): a transform that replaces the targets the loss reads hands on the ones before
+    /// it. [`MixupCutMix`](crate::MixupCutMix) sets the labels before mixing, so training
+    /// accuracy counts against the true labels, not the mixed target's largest class. Its
+    /// first dimension must be the batch's.
+    pub fn set_metric_target(&mut self, target: Tensor) {
+        self.metric_target = Some(target);
+    }
+
+    /// Takes the target [`set_metric_target`](Self::set_metric_target) set, if any (the
+    /// Trainer does, after the transform).
+    pub fn take_metric_target(&mut self) -> Option<Tensor> {
+        self.metric_target.take()
+    }
 }
 
 /// A transform of whole training batches, applied by the Trainer to every training batch
@@ -58,6 +76,8 @@ impl BatchContext {
 ///
 /// Draw only from `ctx`'s generators: they depend on the batch's position alone, so a run
 /// resumed mid-epoch transforms the rest of the epoch exactly as the uninterrupted run did.
+/// A transform that changes the targets can keep the metrics on the original ones with
+/// [`BatchContext::set_metric_target`].
 pub trait BatchTransform<B> {
     /// Transforms one batch.
     fn apply(&mut self, batch: B, ctx: &mut BatchContext) -> Result<B>;

@@ -33,8 +33,10 @@ use tch::{Device, Kind, Tensor};
 /// ([`BatchContext::with_torch_generator`]), so a run resumed mid-epoch mixes the rest of the
 /// epoch as the uninterrupted run did. The draws are on the CPU generator (torchvision keeps
 /// its Beta distribution there) whatever the device; the mixing runs on the batch's device,
-/// with no read back of device memory. Classification counts accuracy and the confusion
-/// matrix of soft targets against their largest class (see `Classification`).
+/// with no read back of device memory. It also hands the Trainer the labels before mixing
+/// ([`BatchContext::set_metric_target`]), so the training accuracy counts each prediction
+/// against the sample's true label (the larger share of its image or not); a step on soft
+/// targets outside the Trainer counts against their largest class (see `Classification`).
 #[derive(Debug, Clone)]
 pub struct MixupCutMix {
     num_classes: i64,
@@ -279,6 +281,10 @@ impl BatchTransform<(Tensor, Tensor)> for MixupCutMix {
     ) -> Result<(Tensor, Tensor)> {
         let epoch = ctx.epoch;
         let (images, targets, _) = ctx.with_torch_generator(|| self.mix(&images, &labels, epoch))??;
+        // Training accuracy counts against the labels before mixing (the largest class of
+        // probability labels), not against the mixed target's largest class.
+        let truth = if labels.is_floating_point() { labels.argmax(1, false) } else { labels };
+        ctx.set_metric_target(truth);
         Ok((images, targets))
     }
 }

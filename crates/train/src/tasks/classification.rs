@@ -11,7 +11,9 @@ use torchlight_nn::{CrossEntropyLoss, Inputs, Module, MultiInput};
 /// `[N, C]` (class probabilities, as [`MixupCutMix`](crate::MixupCutMix) makes them: the loss
 /// is then PyTorch's `cross_entropy` with probability targets, and accuracy and the confusion
 /// matrix count each sample against its largest class, the label of the larger share of a
-/// mixed image, ties to the lower index as `argmax` breaks them); the model returns logits
+/// mixed image, ties to the lower index as `argmax` breaks them; in the Trainer, Mixup/CutMix
+/// batches count against the labels before mixing instead, see
+/// [`BatchContext::set_metric_target`](crate::BatchContext::set_metric_target)); the model returns logits
 /// `[N, C]`. Metrics: accuracy when training; accuracy and top-k when validating; and
 /// the confusion matrix too when testing. The best checkpoint is the one of highest `val_acc`.
 ///

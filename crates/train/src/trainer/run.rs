@@ -12,7 +12,7 @@ use crate::batch_transform::{BatchContext, BatchTransform};
 use crate::callback::{BatchEnd, Callback, CallbackStates, Context, Control, LoopPosition, Saved};
 use crate::error::{Result, TrainError};
 use crate::guard;
-use crate::metrics::MetricSet;
+use crate::metrics::{Metric, MetricSet};
 use crate::record::EpochRecord;
 use crate::scheduler::Interval;
 use crate::source::BatchSource;
@@ -220,12 +220,33 @@ where
                 self.batch_shown = true;
                 self.trainer.show_batch(batch.len());
             }
+            let mut metric_target = None;
             if let Some(t) = transform.as_deref_mut() {
                 let at = (index as u64).saturating_sub(1);
-                batch = t.apply(batch, &mut BatchContext::new(transform_seed, rank, epoch, at))?;
+                let mut ctx = BatchContext::new(transform_seed, rank, epoch, at);
+                batch = t.apply(batch, &mut ctx)?;
+                metric_target = ctx.take_metric_target();
+                if let Some(target) = &metric_target {
+                    if target.size().first().copied() != Some(batch.len() as i64) {
+                        return Err(TrainError::Task {
+                            task: "batch transform".into(),
+                            reason: format!(
+                                "BatchContext::set_metric_target got a target of shape {:?} for a batch of {}: its first dimension must be the batch's",
+                                target.size(),
+                                batch.len()
+                            ),
+                        });
+                    }
+                }
             }
             self.hook(|c, ctx| c.on_train_batch_start(ctx))?;
-            let micro = self.runner.forward_backward(&*self.model, self.task, &batch)?;
+            let micro = match metric_target {
+                None => self.runner.forward_backward(&*self.model, self.task, &batch)?,
+                Some(target) => {
+                    let task = WithMetricTarget { task: self.task, target };
+                    self.runner.forward_backward(&*self.model, &task, &batch)?
+                }
+            };
             count_outputs(&mut self.metrics, &micro.ready)?;
             samples += micro.samples as u64;
             let stepped = micro.window_full || index as u64 == batches;
@@ -603,5 +624,29 @@ impl Trainer {
             return Ok(Some(local.unwrap_or("a signal to another rank")));
         }
         Ok(None)
+    }
+}
+
+/// A task whose training step's metrics read the target a batch transform handed on
+/// ([`BatchContext::set_metric_target`], Mixup's labels before mixing) instead of the task's.
+struct WithMetricTarget<'a, T: ?Sized> {
+    task: &'a T,
+    target: Tensor,
+}
+
+impl<M: ?Sized, B, T: Task<M, B> + ?Sized> Task<M, B> for WithMetricTarget<'_, T> {
+    fn step(&self, model: &M, batch: &B, stage: Stage) -> Result<StepOutput> {
+        // (The out-of-memory probe, a zero batch of another size, reads only the loss.)
+        let mut out = self.task.step(model, batch, stage)?;
+        out.target = self.target.shallow_clone();
+        Ok(out)
+    }
+
+    fn metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {
+        self.task.metrics(stage)
+    }
+
+    fn monitor(&self) -> Monitor {
+        self.task.monitor()
     }
 }

@@ -9,6 +9,7 @@ mod csv_log;
 #[cfg(feature = "cuda-tests")]
 mod cuda;
 mod ema;
+mod finetuning;
 mod metrics;
 mod mixup;
 mod plot;

@@ -91,6 +91,13 @@ fn the_batch_transform_draws_from_the_batch_seed_and_stops_at_the_off_epoch() {
     let (ex, ey, _) =
         torchlight_tensor::with_torch_seed(seed, || mix.mix(&images, &labels, 1)).unwrap().unwrap();
     assert!(x.equal(&ex) && y.equal(&ey), "apply = mix under the batch's seed");
+    let truth = ctx.take_metric_target().expect("the labels before mixing are handed on");
+    assert!(truth.equal(&labels), "the metrics count against the labels before mixing");
+    // Probability labels hand on their largest class.
+    let mut ctx = BatchContext::new(11, 0, 1, 4);
+    let soft = labels.one_hot(4).to_kind(Kind::Float) * 0.7 + 0.075;
+    let _ = mix.apply((images.shallow_clone(), soft), &mut ctx).unwrap();
+    assert!(ctx.take_metric_target().unwrap().equal(&labels));
     assert!(!x.equal(&images), "epoch 1 mixes");
     let (x2, y2) = mix
         .apply((images.shallow_clone(), labels.shallow_clone()), &mut BatchContext::new(11, 0, 2, 3))
@@ -204,4 +211,151 @@ fn bce_training_loss_equals_timms_and_validation_is_plain_cross_entropy() {
     let err =
         Classification::new(5).with_bce(None).step(&model, &(logits.shallow_clone(), bad), Stage::Train);
     assert!(err.unwrap_err().to_string().contains("[0, 5)"));
+}
+
+/// With Mixup on, the Trainer's training accuracy counts each prediction against the sample's
+/// label before mixing (what `BatchContext::set_metric_target` hands on), not against the
+/// mixed target's largest class: a run whose weights do not move (lr 0, a linear model without
+/// dropout) reports exactly the accuracy computed by hand from the mixed batches it trained on,
+/// well apart from the accuracy against the mixed targets' largest classes.
+#[test]
+fn training_accuracy_under_mixup_counts_against_the_true_labels() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let _lock = crate::torch_rng_lock();
+    torchlight_tensor::seed_everything(3);
+    let mut model = torchlight_nn::Linear::new(4, 3, true);
+    // The blobs of class c sit near [c, -c, c / 2, 1]: logits 2 k x0 - k^2 (the negative
+    // squared distance of x0 to k, up to x0^2) pick the class nearest a mixed image, which
+    // tends to be its mixed target's largest class.
+    tch::no_grad(|| {
+        let w = Tensor::from_slice(&[0f32, 0., 0., 0., 2., 0., 0., -1., 4., 0., 0., -4.]).view([3, 4]);
+        model.weight.shallow_clone().copy_(&w);
+        let _ = model.bias.as_ref().unwrap().shallow_clone().zero_();
+    });
+    let mut optimizer = crate::trainer::adamw(&model, 0.0);
+    // (mixed features, labels before mixing, soft targets) of every training batch.
+    type Seen = Vec<(Tensor, Tensor, Tensor)>;
+    let seen: Rc<RefCell<Seen>> = Rc::default();
+    let record = seen.clone();
+    let mut mix = MixupCutMix::mixup(3, 1.0).unwrap();
+    let transform = move |(x, y): (Tensor, Tensor), ctx: &mut BatchContext| -> torchlight_train::Result<_> {
+        let n = x.size()[0];
+        let (mixed, soft) = mix.apply((x.view([n, 1, 2, 2]), y.shallow_clone()), ctx)?;
+        let mixed = mixed.view([n, 4]);
+        record.borrow_mut().push((mixed.copy(), y, soft.copy()));
+        Ok((mixed, soft))
+    };
+    let mut trainer = torchlight_train::Trainer::builder()
+        .epochs(1)
+        .seed(3)
+        .progress(torchlight_train::Progress::quiet())
+        .batch_transform(transform)
+        .build()
+        .unwrap();
+    let mut train = crate::trainer::blob_loader(40, true, 0);
+    let summary = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None).unwrap();
+    let reported = summary.history[0].get("train_acc").unwrap();
+
+    let (mut true_hits, mut mixed_hits, mut differ, mut n) = (0i64, 0i64, 0i64, 0i64);
+    let _g = torchlight_tensor::no_grad();
+    for (x, y, soft) in seen.borrow().iter() {
+        let pred = tch::nn::ModuleT::forward_t(&model, x, true).argmax(1, false);
+        let largest = soft.argmax(1, false);
+        true_hits += pred.eq_tensor(y).sum(Kind::Int64).int64_value(&[]);
+        mixed_hits += pred.eq_tensor(&largest).sum(Kind::Int64).int64_value(&[]);
+        differ += largest.ne_tensor(y).sum(Kind::Int64).int64_value(&[]);
+        n += y.size()[0];
+    }
+    assert_eq!(n, 40, "one epoch of 40 samples");
+    assert!(differ >= 5, "{differ} samples whose mixed target's largest class is not their label");
+    let (want, old) = (true_hits as f64 / n as f64, mixed_hits as f64 / n as f64);
+    assert!((want - old).abs() >= 0.1, "the two counts must differ to tell them apart: {want} vs {old}");
+    assert!(
+        (reported - want).abs() < 1e-12,
+        "train_acc {reported}, against the true labels {want} (against the mixed targets {old})"
+    );
+}
+
+/// Mixup/CutMix under the CPU's automatic mixed precision (`StepConfig::amp` on the CPU:
+/// bfloat16 autocast, no GradScaler) through the StepRunner: the forward runs in bfloat16, every
+/// loss is finite, both mixes occur, and a tiny conv net's loss falls (the mean of the last 5
+/// of 40 steps below 0.7 of the first 5's; measured about 0.3 of it).
+#[test]
+fn mixup_and_cutmix_train_under_cpu_autocast() {
+    use tch::Device;
+    use torchlight_nn::{
+        AdaptiveAvgPool2d, BatchNorm2d, BatchNormConfig, Conv2d, Conv2dConfig, Flatten, Linear, ReLU,
+        Sequential,
+    };
+    use torchlight_train::{StepConfig, StepRunner};
+    let _lock = crate::torch_rng_lock();
+    torchlight_tensor::seed_everything(5);
+    let model = Sequential::new()
+        .add(Conv2d::new(3, 8, 3, Conv2dConfig::default().with_padding(1)))
+        .add(BatchNorm2d::new(8, BatchNormConfig::default()))
+        .add(ReLU)
+        .add(AdaptiveAvgPool2d { output_size: [1, 1] })
+        .add(Flatten::default())
+        .add(Linear::new(8, 4, true));
+    // Four classes: class c < 3 lights channel c, class 3 darkens every channel.
+    let labels = Tensor::arange(32, (Kind::Int64, Device::Cpu)).remainder(4);
+    let pattern =
+        Tensor::from_slice(&[1f32, 0., 0., 0., 1., 0., 0., 0., 1., -1., -1., -1.]).view([4, 3, 1, 1]);
+    let images =
+        Tensor::randn([32, 3, 8, 8], (Kind::Float, Device::Cpu)) * 0.5 + pattern.index_select(0, &labels);
+    let task = Classification::new(4);
+    let mix = MixupCutMix::new(4, 0.2, 1.0).unwrap().with_label_smoothing(0.1).unwrap();
+    let mut optimizer = crate::trainer::adamw(&model, 2e-2);
+    let mut runner = StepRunner::new(StepConfig { amp: true, ..StepConfig::default() }, Device::Cpu).unwrap();
+    assert!(!runner.scaler().is_enabled(), "bfloat16 needs no GradScaler");
+    {
+        let _amp = runner.autocast().unwrap();
+        let out = tch::nn::ModuleT::forward_t(&model, &images, false);
+        assert_eq!(out.kind(), Kind::BFloat16, "the forward runs under bfloat16 autocast");
+    }
+    let (mut losses, mut mixups, mut cutmixes) = (Vec::new(), 0, 0);
+    for step in 0..40u64 {
+        let ctx = BatchContext::new(5, 0, 0, step);
+        let (x, y, choice) = ctx.with_torch_generator(|| mix.mix(&images, &labels, 0)).unwrap().unwrap();
+        match choice {
+            Mixed::Mixup(_) => mixups += 1,
+            Mixed::CutMix(..) => cutmixes += 1,
+            Mixed::None => {}
+        }
+        let (loss, _) = runner.step(&model, &task, &(x, y), &mut optimizer, step == 39).unwrap();
+        assert_eq!(loss.kind(), Kind::Float, "the task's loss is float32");
+        let loss = loss.double_value(&[]);
+        assert!(loss.is_finite(), "step {step}: loss {loss}");
+        losses.push(loss);
+    }
+    assert!(mixups >= 5 && cutmixes >= 5, "{mixups} mixup, {cutmixes} cutmix batches");
+    let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len() as f64;
+    let (first, last) = (mean(&losses[..5]), mean(&losses[35..]));
+    assert!(last < 0.7 * first, "the loss fell from {first} to {last}: {losses:?}");
+}
+
+/// A batch transform's metric target of another length than its batch is named, not left to
+/// a metric's shape error.
+#[test]
+fn a_metric_target_of_the_wrong_length_is_named() {
+    let _lock = crate::torch_rng_lock();
+    torchlight_tensor::seed_everything(3);
+    let mut model = torchlight_nn::Linear::new(4, 3, true);
+    let mut optimizer = crate::trainer::adamw(&model, 0.0);
+    let transform = |(x, y): (Tensor, Tensor), ctx: &mut BatchContext| -> torchlight_train::Result<_> {
+        ctx.set_metric_target(y.narrow(0, 0, 3));
+        Ok((x, y))
+    };
+    let mut trainer = torchlight_train::Trainer::builder()
+        .epochs(1)
+        .seed(3)
+        .progress(torchlight_train::Progress::quiet())
+        .batch_transform(transform)
+        .build()
+        .unwrap();
+    let mut train = crate::trainer::blob_loader(16, false, 0);
+    let err = trainer.fit(&mut model, &Classification::new(3), &mut optimizer, &mut train, None).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("set_metric_target") && msg.contains("[3]") && msg.contains("batch of 8"), "{msg}");
 }
