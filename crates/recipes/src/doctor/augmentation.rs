@@ -443,6 +443,16 @@ mod tests {
         assert!(erase < policy && policy < crop, "{keys}");
         c.set("data.min_crop_scale", "0.5").unwrap();
         assert!(!lower_keys(&c).contains("min_crop_scale"));
+        // The values it suggests are ones the config takes.
+        for (key, value) in [
+            ("data.random_erase", "0.25"),
+            ("data.auto_augment", "ra"),
+            ("data.auto_augment", "none"),
+            ("data.min_crop_scale", "0.35"),
+        ] {
+            c.set(key, value).unwrap();
+            c.validate().unwrap();
+        }
     }
 
     #[test]

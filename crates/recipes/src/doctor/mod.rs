@@ -318,8 +318,8 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
         }
         let batches = loaders.iter_mut().enumerate().flat_map(|(e, l)| l.epoch(e as u64));
         let batches = batches.map(|b| b.map_err(RecipeError::from));
-        let quiet = DoctorOptions { stall_share: f64::INFINITY, ..options.clone() };
-        let plain = losses_of(&short_run(model.as_ref(), head, batches, config, device, &quiet)?);
+        // Only its losses are kept: its other findings repeat the augmented run's.
+        let plain = losses_of(&short_run(model.as_ref(), head, batches, config, device, options)?);
         report.findings.push(augmentation_ab(&augmented, &plain.unwrap_or_default(), config, options));
     }
     Ok(report)
