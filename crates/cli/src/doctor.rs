@@ -35,6 +35,10 @@ pub struct Args {
     /// Print the findings as JSON.
     #[arg(long)]
     json: bool,
+    /// Report folder (made if missing): the image checklist draws `augmented_samples.png`
+    /// there, 8 views of 8 training images through the run's own train transform.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -64,6 +68,7 @@ pub fn run(args: Args) -> Result<()> {
     let options = DoctorOptions {
         overfit_steps: args.overfit_steps,
         run_steps: args.run_steps,
+        out: args.out.clone(),
         ..DoctorOptions::default()
     };
     let report = doctor(&config, &options)?;

@@ -125,3 +125,43 @@ fn doctor_task_text_checks_duplicates_lengths_and_unknown_words() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--out DIR` is the report folder: the image checklist draws `augmented_samples.png` there
+/// (8 views of 8 training images beside their originals) and names it in the
+/// `augmentation_strength` line; a folder that cannot be made is an error naming it.
+#[test]
+fn doctor_out_draws_the_augmented_samples_grid() {
+    let dir = temp("doctor-out");
+    ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "10"]);
+    let data = s(&dir.join("data/target"));
+    let report = dir.join("report");
+    let out = s(&report);
+    let mut args = vec!["doctor", "--data", &data, "--model", "resnet18", "--out", &out];
+    args.extend_from_slice(QUICK);
+    let text = ok(&args);
+    let png = report.join("augmented_samples.png");
+    assert!(
+        text.contains("[1] PASS  augmentation_strength: no step beyond crop and flip: mean distortion 0.00"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("grid in {}", png.display())), "{text}");
+    // Six steps are too few to compare two runs: the A/B says so instead of guessing.
+    assert!(text.contains("[4] SKIP  augmentation_ab: not compared: 6 steps"), "{text}");
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[1..4], b"PNG");
+    // IHDR: 9 columns (original + 8 views) and 8 rows of 32 px tiles with 4 px gaps.
+    let (w, h) = (
+        u32::from_be_bytes(bytes[16..20].try_into().unwrap()),
+        u32::from_be_bytes(bytes[20..24].try_into().unwrap()),
+    );
+    assert_eq!((w, h), (9 * 32 + 10 * 4, 8 * 32 + 9 * 4));
+
+    let blocked = dir.join("file");
+    std::fs::write(&blocked, b"not a folder").unwrap();
+    let blocked = s(&blocked.join("report"));
+    let mut args = vec!["doctor", "--data", &data, "--out", &blocked];
+    args.extend_from_slice(QUICK);
+    let err = fails(&args);
+    assert!(err.contains(&blocked), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

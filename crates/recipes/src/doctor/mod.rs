@@ -3,11 +3,16 @@
 //! batch, (4) a short real run. Each check gives a [`Finding`]: PASS / WARN / FAIL, the figure
 //! it measured and one suggested fix.
 //!
+//! Images also get the two augmentation restraint checks ([`check_augmentation`] in stage
+//! 1, with the grid `augmented_samples.png` in `DoctorOptions::out`; [`augmentation_ab`] after
+//! the short run: the same run without augmentation).
+//!
 //! Image and text configs (`train.task`) differ in stages 1 and 2 ([`check_data`] /
 //! [`check_text_data`], [`check_batch`] / [`check_text_batch`]); stages 3 and 4
 //! ([`overfit_batch`], [`short_run`]) are generic over the model and batch the classification
 //! task takes, and run the same `StepRunner` for both.
 
+mod augmentation;
 mod batch;
 mod data;
 mod overfit;
@@ -15,6 +20,7 @@ mod short_run;
 mod text;
 mod text_data;
 
+pub use augmentation::{augmentation_ab, check_augmentation, AUGMENTED_SAMPLES};
 pub use batch::{check_batch, check_text_batch};
 pub use data::check_data;
 pub use overfit::overfit_batch;
@@ -151,6 +157,26 @@ pub struct DoctorOptions {
     /// Text: the share of the validation split's tokens the training vocabulary may not know
     /// before `unknown_tokens` warns; 0.05 (5%).
     pub unknown_share: f64,
+    /// Images: training images `augmentation_strength` draws, a class at a time; 8.
+    pub augment_images: usize,
+    /// Images: views of each image `augmentation_strength` measures and draws; 8.
+    pub augment_views: usize,
+    /// Images: the mean distortion of the train transform's views above which
+    /// `augmentation_strength` warns ([`check_augmentation`]); 0.35.
+    pub augment_distortion: f64,
+    /// Images: the same on a small set (see `small_set`); 0.3.
+    pub augment_distortion_small: f64,
+    /// Images: a smallest class with fewer training images than this is a small set; 100.
+    pub small_set: usize,
+    /// Images: the share by which the loss must fall without augmentation before
+    /// `augmentation_ab` blames the augmentation ([`augmentation_ab`]); 0.1.
+    pub ab_min_fall: f64,
+    /// Images: `augmentation_ab` passes when the loss falls with augmentation by at least this
+    /// share of its fall without; 0.25.
+    pub ab_ratio: f64,
+    /// The report folder: `augmentation_strength` draws [`AUGMENTED_SAMPLES`] there; none
+    /// writes nothing.
+    pub out: Option<std::path::PathBuf>,
 }
 
 impl Default for DoctorOptions {
@@ -165,6 +191,14 @@ impl Default for DoctorOptions {
             exploding_norm: 1e3,
             truncation_share: 0.1,
             unknown_share: 0.05,
+            augment_images: 8,
+            augment_views: 8,
+            augment_distortion: 0.35,
+            augment_distortion_small: 0.3,
+            small_set: 100,
+            ab_min_fall: 0.1,
+            ab_ratio: 0.25,
+            out: None,
         }
     }
 }
@@ -197,6 +231,7 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
         report.findings.push(skipped(2, "one batch, overfit and short run not run: fix the data first"));
         return Ok(report);
     }
+    report.findings.push(check_augmentation(config, options)?);
     let splits = open_splits(config)?;
     let num_classes = config.model.num_classes.unwrap_or(splits.classes.len());
     let arch = model_architecture(config)?;
@@ -252,6 +287,7 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
     let model = build_model(config, num_classes, device)?;
     // Enough epochs for `run_steps` batches, each from its own loader so the batches stream
     // lazily and the wait for each one is measured as training sees it.
+    let train_indices = splits.train.indices().to_vec();
     let first = loader(splits.train, config, true, device)?;
     let epochs = options.run_steps.div_ceil(first.len().max(1)).max(1);
     let mut loaders = vec![first];
@@ -260,8 +296,40 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
     }
     let batches = loaders.iter_mut().enumerate().flat_map(|(e, l)| l.epoch(e as u64));
     let batches = batches.map(|b| b.map_err(RecipeError::from));
-    report.findings.extend(short_run(model.as_ref(), head, batches, config, device, options)?);
+    let run = short_run(model.as_ref(), head, batches, config, device, options)?;
+    let augmented = losses_of(&run);
+    report.findings.extend(run);
+
+    // The A/B: the same run, from the same initialisation, on the same images in the same
+    // order through the eval transform instead.
+    if let Some(augmented) = augmented {
+        seed_everything(config.train.seed);
+        let model = build_model(config, num_classes, device)?;
+        let plain = || -> Result<Subset<ImageFolder>> {
+            let folder = ImageFolder::new(config.data.train_dir())?
+                .with_max_pixels(config.data.pixel_limit())
+                .with_exif_transpose(config.data.exif_transpose)
+                .with_transform(eval_preprocessing(config).transform());
+            Ok(Subset::new(Arc::new(folder), train_indices.clone())?)
+        };
+        let mut loaders = Vec::new();
+        for _ in 0..epochs {
+            loaders.push(loader(plain()?, config, true, device)?);
+        }
+        let batches = loaders.iter_mut().enumerate().flat_map(|(e, l)| l.epoch(e as u64));
+        let batches = batches.map(|b| b.map_err(RecipeError::from));
+        // Only its losses are kept: its other findings repeat the augmented run's.
+        let plain = losses_of(&short_run(model.as_ref(), head, batches, config, device, options)?);
+        report.findings.push(augmentation_ab(&augmented, &plain.unwrap_or_default(), config, options));
+    }
     Ok(report)
+}
+
+/// The losses of a short run, from its `loss_trend` finding (none when it stopped before, on a
+/// frozen model).
+fn losses_of(run: &[Finding]) -> Option<Vec<f64>> {
+    let trend = run.iter().find(|f| f.check == "loss_trend")?;
+    Some(trend.data["losses"].as_array()?.iter().map(|l| l.as_f64().unwrap_or(f64::NAN)).collect())
 }
 
 fn skipped(stage: u8, why: &str) -> Finding {

@@ -122,7 +122,7 @@ pub fn augment_split(config: &TrainConfig, count: usize, n: usize, draws: Draws)
 
 /// The positions (in `targets`' order) of up to `count` samples, one class after the other:
 /// the first sample of each class, then the second, ...
-fn round_robin(targets: &[i64], count: usize) -> Vec<usize> {
+pub(crate) fn round_robin(targets: &[i64], count: usize) -> Vec<usize> {
     let mut classes: Vec<i64> = targets.to_vec();
     classes.sort_unstable();
     classes.dedup();
@@ -184,7 +184,7 @@ fn tensor_of(array: torchlight_data::Array, path: &Path) -> Result<TensorImage> 
     }
 }
 
-fn finish(
+pub(crate) fn finish(
     config: &TrainConfig,
     transform: &Compose,
     path: &Path,

@@ -10,6 +10,7 @@ mod fit;
 
 pub use crate::resume::RESUME_CHANGEABLE;
 pub use augment::{augment_files, augment_split, contact_sheet, save_png, to_u8, Augmented, Draws};
+pub(crate) use augment::{finish, round_robin};
 pub(crate) use data::class_weights_of;
 pub use data::{
     class_weights, eval_preprocessing, loader, open_splits, sharded_loader, train_transform,

@@ -5,6 +5,7 @@
 mod augment;
 mod config;
 mod doctor;
+mod doctor_augment;
 mod doctor_text;
 mod fit;
 mod guard;
