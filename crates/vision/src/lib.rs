@@ -90,5 +90,5 @@ pub use transform::{LeadingCrop, Sample, TensorImage, Transform};
 /// stable API (the transforms pick the kernel themselves).
 #[doc(hidden)]
 pub mod __resample {
-    pub use crate::resample::{resize_bilinear_with, Kernel, Rect};
+    pub use crate::resample::{resize_bilinear_with, resize_with, Kernel, Rect};
 }
