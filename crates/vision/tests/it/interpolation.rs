@@ -97,9 +97,9 @@ fn eval_preprocessing_resizes_with_its_interpolation() {
     let fixtures = read_safetensors("interpolation.safetensors");
     let input = image_of(&fixtures["input/chelsea"]);
     for mode in [InterpolationMode::Bicubic, InterpolationMode::Nearest] {
-        let want = image_of(&fixtures[&format!("eval|{}|15|11|chelsea", mode.name())]);
+        let want = image_of(&fixtures[&format!("eval|{}|16|14|chelsea", mode.name())]);
         let p =
-            EvalPreprocessing { resize: 15, interpolation: mode, ..EvalPreprocessing::classification(11) };
+            EvalPreprocessing { resize: 16, interpolation: mode, ..EvalPreprocessing::classification(14) };
         let tensor = |t: &dyn Transform, image: Image| {
             let mut rng = torchlight_base::seed::rng_from_seed(0);
             t.apply(Sample::Image(image), &mut rng).unwrap().into_tensor().unwrap()
