@@ -64,14 +64,17 @@ impl Sidecar {
             as usize;
         let default = EvalPreprocessing::classification(image_size);
         let resize = f.positive("resize_shorter_side", MAX_RESIZE)?.map_or(default.resize, |v| v as usize);
-        if let Some(mode) = f.word("resize_interpolation")? {
-            if mode != InterpolationMode::Bilinear.name() {
-                return Err(f.bad(
+        let interpolation = match f.word("resize_interpolation")? {
+            None => default.interpolation,
+            Some(mode) => InterpolationMode::from_name(mode).ok_or_else(|| {
+                let names: Vec<String> =
+                    InterpolationMode::ALL.iter().map(|m| format!("\"{}\"", m.name())).collect();
+                f.bad(
                     "resize_interpolation",
-                    &format!("\"{mode}\" is not supported (only \"bilinear\")"),
-                ));
-            }
-        }
+                    &format!("\"{mode}\" is not supported (one of {})", names.join(", ")),
+                )
+            })?,
+        };
         if let Some(value) = fields.get("resize_antialias") {
             if value != &Value::Bool(true) {
                 return Err(f.bad("resize_antialias", &format!("{value} is not supported (only true)")));
@@ -106,7 +109,7 @@ impl Sidecar {
                 v.as_bool().ok_or_else(|| f.bad("exif_transpose", &format!("{v} is not true or false")))?,
             ),
         };
-        let preprocessing = EvalPreprocessing { resize, mean, std, ..default };
+        let preprocessing = EvalPreprocessing { resize, interpolation, mean, std, ..default };
         Ok(Sidecar { path: path.to_path_buf(), classes, preprocessing, max_image_pixels, exif_transpose })
     }
 
@@ -212,11 +215,13 @@ mod tests {
     fn the_preprocessing_fields_are_used() {
         let s = parse(
             r#"{"classes": ["a"], "image_size": 32, "resize_shorter_side": 40, "center_crop": [32, 32],
-                "mean": [0.5, 0.25, 0], "std": [1, 2, 0.5], "max_image_pixels": 9, "exif_transpose": false}"#,
+                "mean": [0.5, 0.25, 0], "std": [1, 2, 0.5], "max_image_pixels": 9, "exif_transpose": false,
+                "resize_interpolation": "bicubic"}"#,
         )
         .unwrap();
         let want = EvalPreprocessing {
             resize: 40,
+            interpolation: InterpolationMode::Bicubic,
             mean: [0.5, 0.25, 0.0],
             std: [1.0, 2.0, 0.5],
             ..EvalPreprocessing::classification(32)
@@ -241,8 +246,8 @@ mod tests {
             (r#"{"classes": ["a"], "image_size": 32, "mean": [1e39, 0, 0]}"#, "`mean`"),
             (r#"{"classes": ["a"], "image_size": 32, "center_crop": [40, 40]}"#, "`center_crop`"),
             (
-                r#"{"classes": ["a"], "image_size": 32, "resize_interpolation": "nearest"}"#,
-                "`resize_interpolation`",
+                r#"{"classes": ["a"], "image_size": 32, "resize_interpolation": "nearest-exact"}"#,
+                "`resize_interpolation`: \"nearest-exact\" is not supported (one of \"nearest\", \"bilinear\"",
             ),
             (r#"{"classes": ["a"], "image_size": 32, "color_order": "BGR"}"#, "`color_order`"),
             (r#"{"classes": ["a"], "image_size": 32, "exif_transpose": "yes"}"#, "`exif_transpose`"),

@@ -31,9 +31,9 @@ pub mod text;
 
 pub use card::{CardTokenizer, ModelCard};
 pub use config::{
-    AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, LoopConfig, ModelConfig,
-    OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TaskKind, TextConfig, TrainConfig, CONFIG_KEYS,
-    MAX_CLASSES, MAX_IMAGE_SIZE, TEXT_MODELS,
+    AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, Interpolation, LoopConfig,
+    ModelConfig, OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TaskKind, TextConfig, TrainConfig,
+    CONFIG_KEYS, MAX_CLASSES, MAX_IMAGE_SIZE, TEXT_MODELS,
 };
 pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
 pub use error::{RecipeError, Result};

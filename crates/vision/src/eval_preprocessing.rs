@@ -14,7 +14,8 @@ use crate::to_tensor::ToTensor;
 /// `transforms_imagenet_eval` with its default `crop_mode="center"`.
 ///
 /// `Resize(resize)` scales the shorter side to `resize` pixels and the other in proportion
-/// (truncated) with `interpolation` (bilinear, antialiased, as torchvision and PIL do);
+/// (truncated) with `interpolation` (bilinear by default; antialiased, as torchvision and PIL
+/// do);
 /// `CenterCrop(crop)` keeps the central `crop x crop` (zero-padded where the image is
 /// smaller); `ToTensor` divides `u8` values by 255 into `[0, 1]` in CHW layout; `Normalize`
 /// subtracts `mean` and divides by `std` per channel. [`EvalPreprocessing::transform`] builds
@@ -85,11 +86,8 @@ impl EvalPreprocessing {
     /// If `resize` or `crop` is 0, or a `std` is not positive (as `Resize`, `CenterCrop` and
     /// `Normalize` refuse them).
     pub fn transform(&self) -> Compose {
-        let resize = match self.interpolation {
-            InterpolationMode::Bilinear => Resize::new(self.resize),
-        };
         Compose::default()
-            .then(resize)
+            .then(Resize::new(self.resize).with_interpolation(self.interpolation))
             .then(CenterCrop::new(self.crop))
             .then(ToTensor)
             .then(Normalize::new(&self.mean, &self.std))
@@ -98,7 +96,7 @@ impl EvalPreprocessing {
     /// The preprocessing as `(key, value)` pairs for a deployer (what `torchlight-export`
     /// writes into ONNX `metadata_props` and the TorchScript sidecar), values as JSON text where
     /// they are numbers or lists: `resize_shorter_side` (`"256"`), `resize_interpolation`
-    /// (`"bilinear"`), `resize_antialias` (`"true"`), `center_crop` (`"[224, 224]"`, height and
+    /// (`"bilinear"`, [`InterpolationMode::name`]), `resize_antialias` (`"true"`), `center_crop` (`"[224, 224]"`, height and
     /// width), `color_order` (`"RGB"`), `input_layout` (`"NCHW"`), `input_scale` (`"1/255"`:
     /// `u8` values to `[0, 1]` before normalising), `mean` and `std` (`"[0.485, ...]"`),
     /// `preprocessing` (the steps in words) and `torchvision` (the same as Python code).
@@ -106,9 +104,17 @@ impl EvalPreprocessing {
         let list = |v: &[f32; 3]| format!("[{}, {}, {}]", v[0], v[1], v[2]);
         let (mean, std) = (list(&self.mean), list(&self.std));
         let interpolation = self.interpolation.name();
-        // torchvision's Resize defaults to bilinear; another mode would be named in the code.
+        // torchvision's Resize defaults to bilinear; another mode is named in the code.
         let resize_code = match self.interpolation {
             InterpolationMode::Bilinear => format!("transforms.Resize({})", self.resize),
+            mode => {
+                format!("transforms.Resize({}, interpolation=transforms.{})", self.resize, mode.torchvision())
+            }
+        };
+        // PIL's nearest maps coordinates: there is no filter to widen.
+        let sampling = match self.interpolation {
+            InterpolationMode::Nearest => interpolation.to_string(),
+            _ => format!("{interpolation}, antialiased"),
         };
         let entries = [
             ("resize_shorter_side", self.resize.to_string()),
@@ -123,8 +129,8 @@ impl EvalPreprocessing {
             (
                 "preprocessing",
                 format!(
-                    "decode to RGB; resize the shorter side to {} ({interpolation}, antialiased; the other side \
-                     in proportion, truncated); center-crop {}x{}; scale u8 values by 1/255; normalise with mean \
+                    "decode to RGB; resize the shorter side to {} ({sampling}; the other side in proportion, \
+                     truncated); center-crop {}x{}; scale u8 values by 1/255; normalise with mean \
                      {mean} and std {std}; NCHW float32",
                     self.resize, self.crop, self.crop
                 ),
@@ -175,5 +181,25 @@ mod tests {
         ];
         let want: Vec<(String, String)> = want.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn another_interpolation_is_named_in_the_metadata_and_the_code() {
+        let p = EvalPreprocessing {
+            interpolation: InterpolationMode::Bicubic,
+            ..EvalPreprocessing::classification(224)
+        };
+        let m: std::collections::HashMap<_, _> = p.metadata().into_iter().collect();
+        assert_eq!(m["resize_interpolation"], "bicubic");
+        assert!(m["preprocessing"].contains("(bicubic, antialiased;"), "{}", m["preprocessing"]);
+        assert!(
+            m["torchvision"].starts_with(
+                "transforms.Compose([transforms.Resize(256, interpolation=transforms.InterpolationMode.BICUBIC), "
+            ),
+            "{}",
+            m["torchvision"]
+        );
+        let nearest = EvalPreprocessing { interpolation: InterpolationMode::Nearest, ..p }.metadata();
+        assert!(nearest[9].1.contains("(nearest; the other side"), "{}", nearest[9].1);
     }
 }

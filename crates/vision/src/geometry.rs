@@ -1,11 +1,13 @@
-//! `rotate` and `affine` with nearest-neighbour sampling, as torchvision runs them on PIL
-//! images: torchvision's inverse matrix (`_get_inverse_affine_matrix`), Pillow's
-//! `Image.rotate` (its exact-turn fast paths and its matrix rounded to 15 digits), and Pillow's
-//! nearest affine engines (`ImagingTransformAffine`: the pure scale/translate path, the 16.16
-//! fixed-point path, the floating-point fallback), so the bytes are Pillow's.
+//! `rotate` and `affine` with nearest-neighbour, bilinear or bicubic sampling, as torchvision
+//! runs them on PIL images: torchvision's inverse matrix (`_get_inverse_affine_matrix`),
+//! Pillow's `Image.rotate` (its exact-turn fast paths and its matrix rounded to 15 digits), and
+//! Pillow's affine engines (`ImagingTransformAffine`: for nearest the pure scale/translate
+//! path, the 16.16 fixed-point path, the floating-point fallback; for bilinear and bicubic
+//! `ImagingGenericTransform` with `Geometry.c`'s filters), so the bytes are Pillow's.
 
 use crate::error::{Result, VisionError};
 use crate::image::Image;
+use crate::resize::InterpolationMode;
 
 /// CPython's `math.radians`: `x * (pi / 180)`.
 pub(crate) fn radians(x: f64) -> f64 {
@@ -182,6 +184,26 @@ pub fn affine(
     center: Option<[f64; 2]>,
     fill: &[u8],
 ) -> Result<Image> {
+    affine_with(image, angle, translate, scale, shear, center, fill, InterpolationMode::Nearest)
+}
+
+/// [`affine`] with `interpolation` (nearest, bilinear or bicubic, the modes PIL's `transform`
+/// has): `F.affine(img, angle, translate, scale, shear, interpolation, fill, center)`.
+///
+/// # Errors
+/// When `scale` is not positive, `fill` has neither 0, 1 nor `channels` values, or the mode is
+/// another.
+#[allow(clippy::too_many_arguments)]
+pub fn affine_with(
+    image: &Image,
+    angle: f64,
+    translate: [f64; 2],
+    scale: f64,
+    shear: [f64; 2],
+    center: Option<[f64; 2]>,
+    fill: &[u8],
+    interpolation: InterpolationMode,
+) -> Result<Image> {
     if scale.is_nan() || scale <= 0.0 {
         return Err(VisionError::Transform {
             transform: "affine",
@@ -191,7 +213,111 @@ pub fn affine(
     let (w, h) = (image.width(), image.height());
     let center = center.unwrap_or([w as f64 * 0.5, h as f64 * 0.5]);
     let m = inverse_affine_matrix(center, angle, translate, scale, shear);
-    affine_nearest(image, m, w, h, fill)
+    affine_transform(image, m, w, h, fill, interpolation)
+}
+
+/// Pillow's `im.transform(size, Image.AFFINE, matrix, resample, fillcolor=fill)` with
+/// `interpolation` as `resample`: [`affine_nearest`] for nearest; for bilinear and bicubic
+/// output pixel `(x, y)` samples the input at `matrix` applied to `(x + 0.5, y + 0.5)` with
+/// Pillow's filter (`Geometry.c`: neighbours clamped at the edges, the value truncated to
+/// `u8`, bicubic's clipped to `0..=255`), and the fill where that point is outside.
+///
+/// # Errors
+/// When `fill` has neither 0, 1 nor `channels` values, or the mode is not nearest, bilinear or
+/// bicubic (PIL's `transform` has no other).
+pub fn affine_transform(
+    image: &Image,
+    matrix: [f64; 6],
+    width: usize,
+    height: usize,
+    fill: &[u8],
+    interpolation: InterpolationMode,
+) -> Result<Image> {
+    let bicubic = match interpolation {
+        InterpolationMode::Nearest => return affine_nearest(image, matrix, width, height, fill),
+        InterpolationMode::Bilinear => false,
+        InterpolationMode::Bicubic => true,
+        other => return Err(unsupported(other)),
+    };
+    let c = image.channels();
+    let fill = fill_pixel(fill, c)?;
+    let mut out = Image::new(width, height, c, fill.repeat(width * height));
+    let a = matrix;
+    let dst = out.pixels_mut();
+    for y in 0..height {
+        let yin = y as f64 + 0.5;
+        for x in 0..width {
+            let xin = x as f64 + 0.5;
+            let xx = a[0] * xin + a[1] * yin + a[2];
+            let yy = a[3] * xin + a[4] * yin + a[5];
+            let d = (y * width + x) * c;
+            filter_pixel(image, xx, yy, bicubic, &mut dst[d..d + c]);
+        }
+    }
+    Ok(out)
+}
+
+fn unsupported(mode: InterpolationMode) -> VisionError {
+    VisionError::Transform {
+        transform: "affine",
+        message: format!(
+            "interpolation {mode}: rotate and affine take nearest, bilinear or bicubic (as PIL)"
+        ),
+    }
+}
+
+/// Pillow's `bilinear_filter8`/`bilinear_filter32RGB` or the bicubic ones at `(xin, yin)`:
+/// writes `out` and returns true, or returns false (leaving `out`) when the point is outside.
+fn filter_pixel(image: &Image, xin: f64, yin: f64, bicubic: bool, out: &mut [u8]) -> bool {
+    let (w, h, c) = (image.width() as i64, image.height() as i64, image.channels());
+    if xin < 0.0 || xin >= w as f64 || yin < 0.0 || yin >= h as f64 {
+        return false;
+    }
+    let (xin, yin) = (xin - 0.5, yin - 0.5);
+    let (x, y) = (floor_int(xin), floor_int(yin));
+    let (dx, dy) = (xin - x as f64, yin - y as f64);
+    let src = image.pixels();
+    let xclip = |x: i64| x.clamp(0, w - 1) as usize;
+    let inside = |y: i64| (0..h).contains(&y);
+    let at = |row: i64, col: usize, b: usize| f64::from(src[(row as usize * w as usize + col) * c + b]);
+    if !bicubic {
+        let (x0, x1) = (xclip(x), xclip(x + 1));
+        let lerp = |a: f64, b: f64, d: f64| a + (b - a) * d;
+        for (b, o) in out.iter_mut().enumerate() {
+            let top = y.clamp(0, h - 1);
+            let v1 = lerp(at(top, x0, b), at(top, x1, b), dx);
+            let v2 = if inside(y + 1) { lerp(at(y + 1, x0, b), at(y + 1, x1, b), dx) } else { v1 };
+            *o = lerp(v1, v2, dy) as u8;
+        }
+        return true;
+    }
+    let (x, y) = (x - 1, y - 1);
+    let cols = [xclip(x), xclip(x + 1), xclip(x + 2), xclip(x + 3)];
+    // Pillow's BICUBIC macro, term for term.
+    let cubic = |v1: f64, v2: f64, v3: f64, v4: f64, d: f64| {
+        let p1 = v2;
+        let p2 = -v1 + v3;
+        let p3 = 2.0 * (v1 - v2) + v3 - v4;
+        let p4 = -v1 + v2 - v3 + v4;
+        p1 + d * (p2 + d * (p3 + d * p4))
+    };
+    for (b, o) in out.iter_mut().enumerate() {
+        let row =
+            |r: i64| cubic(at(r, cols[0], b), at(r, cols[1], b), at(r, cols[2], b), at(r, cols[3], b), dx);
+        let v1 = row(y.clamp(0, h - 1));
+        let v2 = if inside(y + 1) { row(y + 1) } else { v1 };
+        let v3 = if inside(y + 2) { row(y + 2) } else { v2 };
+        let v4 = if inside(y + 3) { row(y + 3) } else { v3 };
+        let v = cubic(v1, v2, v3, v4, dy);
+        *o = if v <= 0.0 {
+            0
+        } else if v >= 255.0 {
+            255
+        } else {
+            v as u8
+        };
+    }
+    true
 }
 
 /// Python's `round(x, 15)`: to 15 decimals through the correctly rounded decimal string.
@@ -234,6 +360,29 @@ pub fn rotate(
     center: Option<[f64; 2]>,
     fill: &[u8],
 ) -> Result<Image> {
+    rotate_with(image, angle, InterpolationMode::Nearest, expand, center, fill)
+}
+
+/// [`rotate`] with `interpolation` (nearest, bilinear or bicubic, the modes PIL's `rotate`
+/// has; the exact turns are the same in every mode, as Pillow's):
+/// `F.rotate(img, angle, interpolation, expand, center, fill)`.
+///
+/// # Errors
+/// When `fill` has neither 0, 1 nor `channels` values, or the mode is another.
+pub fn rotate_with(
+    image: &Image,
+    angle: f64,
+    interpolation: InterpolationMode,
+    expand: bool,
+    center: Option<[f64; 2]>,
+    fill: &[u8],
+) -> Result<Image> {
+    if !matches!(
+        interpolation,
+        InterpolationMode::Nearest | InterpolationMode::Bilinear | InterpolationMode::Bicubic
+    ) {
+        return Err(unsupported(interpolation));
+    }
     fill_pixel(fill, image.channels())?;
     let mut angle = angle % 360.0;
     if angle < 0.0 {
@@ -273,5 +422,5 @@ pub fn rotate(
         m[5] = t5;
         (ow, oh) = (nw, nh);
     }
-    affine_nearest(image, m, ow, oh, fill)
+    affine_transform(image, m, ow, oh, fill, interpolation)
 }

@@ -71,7 +71,9 @@ pub use decode::{
 pub use error::{Result, VisionError};
 pub use eval_preprocessing::EvalPreprocessing;
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
-pub use geometry::{affine, affine_nearest, inverse_affine_matrix, rotate};
+pub use geometry::{
+    affine, affine_nearest, affine_transform, affine_with, inverse_affine_matrix, rotate, rotate_with,
+};
 pub use grayscale::Grayscale;
 pub use image::Image;
 pub use image_folder::{ImageFolder, SplitFolders};
@@ -90,5 +92,5 @@ pub use transform::{LeadingCrop, Sample, TensorImage, Transform};
 /// stable API (the transforms pick the kernel themselves).
 #[doc(hidden)]
 pub mod __resample {
-    pub use crate::resample::{resize_bilinear_with, Kernel, Rect};
+    pub use crate::resample::{resize_bilinear_with, resize_with, Kernel, Rect};
 }

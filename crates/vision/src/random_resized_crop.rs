@@ -3,7 +3,8 @@
 
 use crate::error::Result;
 use crate::image::Image;
-use crate::resample::{resize_bilinear, Rect};
+use crate::resample::{resample, Rect};
+use crate::resize::InterpolationMode;
 use crate::transform::{expect_image, LeadingCrop, Sample, Transform};
 use rand::Rng as _;
 use std::any::Any;
@@ -29,14 +30,17 @@ pub struct CropBox {
 /// fraction uniform in `scale` and a log-aspect-ratio uniform in `log(ratio)`, with
 /// `w = round(sqrt(area * ratio))`, `h = round(sqrt(area / ratio))` (half to even) accepted
 /// when the box fits, at a uniform position; otherwise a central crop of the whole image
-/// clamped to the ratio range. The box is then resized to `size` with the bilinear antialiased
-/// filter of [`crate::Resize`], reading the box in place (crop and resize are one pass pair).
+/// clamped to the ratio range. The box is then resized to `size` with the antialiased filter of
+/// [`crate::Resize`] (bilinear, torchvision's default, or
+/// [`RandomResizedCrop::with_interpolation`]'s mode), reading the box in place (crop and resize
+/// are one pass pair).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RandomResizedCrop {
     height: usize,
     width: usize,
     scale: (f64, f64),
     ratio: (f64, f64),
+    interpolation: InterpolationMode,
 }
 
 impl RandomResizedCrop {
@@ -54,7 +58,13 @@ impl RandomResizedCrop {
     /// If a size is 0.
     pub fn rect(height: usize, width: usize) -> Self {
         assert!(height > 0 && width > 0, "RandomResizedCrop sizes must be positive");
-        RandomResizedCrop { height, width, scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) }
+        RandomResizedCrop {
+            height,
+            width,
+            scale: (0.08, 1.0),
+            ratio: (3.0 / 4.0, 4.0 / 3.0),
+            interpolation: InterpolationMode::Bilinear,
+        }
     }
 
     /// Sets the range of the crop's area as a fraction of the image's (default `(0.08, 1.0)`).
@@ -77,9 +87,20 @@ impl RandomResizedCrop {
         self
     }
 
+    /// Resizes the box with `mode` (torchvision's `interpolation`; bilinear by default).
+    pub fn with_interpolation(mut self, mode: InterpolationMode) -> Self {
+        self.interpolation = mode;
+        self
+    }
+
     /// The output `(height, width)`.
     pub fn size(&self) -> (usize, usize) {
         (self.height, self.width)
+    }
+
+    /// How the box is resized.
+    pub fn interpolation(&self) -> InterpolationMode {
+        self.interpolation
     }
 
     /// Draws the crop box for an image of `height x width`, as torchvision's `get_params`.
@@ -144,7 +165,8 @@ impl RandomResizedCrop {
     /// Crops `image` to `crop` and resizes it to the output size.
     pub fn crop_resize(&self, image: &Image, crop: CropBox) -> Image {
         let rect = Rect::new(crop.left, crop.top, crop.width, crop.height);
-        resize_bilinear(image, rect, self.width, self.height, Rect::new(0, 0, self.width, self.height))
+        let window = Rect::new(0, 0, self.width, self.height);
+        resample(self.interpolation, image, rect, self.width, self.height, window)
     }
 }
 

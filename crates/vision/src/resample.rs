@@ -1,10 +1,13 @@
-//! PIL's antialiased bilinear resampling on `u8` images, reproduced operation for operation
-//! (Pillow's `Resample.c`), so `Resize` matches torchvision on PIL images bit for bit.
+//! PIL's resampling on `u8` images, reproduced operation for operation (Pillow's
+//! `Resample.c` and, for nearest, `Geometry.c`), so `Resize` matches torchvision on PIL images
+//! bit for bit in every [`InterpolationMode`].
 //!
+//! Every mode but nearest is Pillow's one convolution resampler with a different filter (box,
+//! triangle, Hamming-windowed sinc, Keys' bicubic with `a = -0.5`, Lanczos-3) and support.
 //! Pillow resizes in two separable passes (horizontal then vertical, or the reverse when the
 //! height shrinks much more than the width), each rounding to `u8`,
-//! with filter weights in 22-bit fixed point. The filter is the triangle `1 - |x|` stretched
-//! by the scale factor when shrinking (that stretch is the antialiasing). Here the source
+//! with filter weights in 22-bit fixed point. The filter is stretched by the scale factor
+//! when shrinking (that stretch is the antialiasing). Here the source
 //! can be a rectangle of the image (crop and resize in one go, without copying the crop) and
 //! the output can be a window of the full result (resize and centre-crop in one go, without
 //! computing the pixels the crop throws away).
@@ -12,8 +15,13 @@
 //! Both passes run with SIMD where the CPU has it (x86_64: AVX2, else SSE4.1, detected at run
 //! time; see `x86.rs`) with the same integer arithmetic, so every [`Kernel`] gives the same
 //! bytes; the scalar code is the reference and runs everywhere else.
+//!
+//! Nearest is not a convolution in Pillow: `Image.resize(size, NEAREST)` is an affine scale
+//! (`ImagingScaleAffine`) whose source positions are accumulated in `f64` from pixel centres,
+//! reproduced by [`resize_nearest`].
 
 use crate::image::Image;
+use crate::resize::InterpolationMode;
 use std::ops::Range;
 
 #[cfg(target_arch = "x86_64")]
@@ -125,19 +133,106 @@ impl Coeffs {
     }
 }
 
-fn bilinear_filter(x: f64) -> f64 {
-    let x = x.abs();
-    if x < 1.0 {
-        1.0 - x
-    } else {
-        0.0
+/// A filter of Pillow's convolution resampler (`Resample.c`'s `struct filter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filter {
+    Box,
+    Bilinear,
+    Hamming,
+    Bicubic,
+    Lanczos,
+}
+
+impl Filter {
+    /// The filter of `mode`; `None` for nearest, which Pillow does not convolve.
+    fn of(mode: InterpolationMode) -> Option<Filter> {
+        match mode {
+            InterpolationMode::Nearest => None,
+            InterpolationMode::Bilinear => Some(Filter::Bilinear),
+            InterpolationMode::Bicubic => Some(Filter::Bicubic),
+            InterpolationMode::Box => Some(Filter::Box),
+            InterpolationMode::Hamming => Some(Filter::Hamming),
+            InterpolationMode::Lanczos => Some(Filter::Lanczos),
+        }
+    }
+
+    /// The half-width of the filter at scale 1.
+    fn support(self) -> f64 {
+        match self {
+            Filter::Box => 0.5,
+            Filter::Bilinear | Filter::Hamming => 1.0,
+            Filter::Bicubic => 2.0,
+            Filter::Lanczos => 3.0,
+        }
+    }
+
+    /// The filter's value at `x`, with Pillow's operations in Pillow's order (its `float`
+    /// constants included), so the weights are its weights to the last bit.
+    fn weight(self, x: f64) -> f64 {
+        match self {
+            Filter::Box => {
+                if x > -0.5 && x <= 0.5 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+            Filter::Bilinear => {
+                let x = x.abs();
+                if x < 1.0 {
+                    1.0 - x
+                } else {
+                    0.0
+                }
+            }
+            Filter::Hamming => {
+                let x = x.abs();
+                if x == 0.0 {
+                    1.0
+                } else if x >= 1.0 {
+                    0.0
+                } else {
+                    let x = x * std::f64::consts::PI;
+                    // C: `sin(x) / x * (0.54f + 0.46f * cos(x))`, float constants widened.
+                    x.sin() / x * (f64::from(0.54f32) + f64::from(0.46f32) * x.cos())
+                }
+            }
+            Filter::Bicubic => {
+                const A: f64 = -0.5;
+                let x = x.abs();
+                if x < 1.0 {
+                    ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+                } else if x < 2.0 {
+                    (((x - 5.0) * x + 8.0) * x - 4.0) * A
+                } else {
+                    0.0
+                }
+            }
+            Filter::Lanczos => {
+                if (-3.0..3.0).contains(&x) {
+                    sinc(x) * sinc(x / 3.0)
+                } else {
+                    0.0
+                }
+            }
+        }
     }
 }
 
-fn precompute_coeffs(in_size: usize, out_size: usize) -> Coeffs {
+/// Pillow's `sinc_filter`.
+fn sinc(x: f64) -> f64 {
+    if x == 0.0 {
+        1.0
+    } else {
+        let x = x * std::f64::consts::PI;
+        x.sin() / x
+    }
+}
+
+fn precompute_coeffs(in_size: usize, out_size: usize, filter: Filter) -> Coeffs {
     let scale = in_size as f64 / out_size as f64;
     let filterscale = scale.max(1.0);
-    let support = filterscale; // the bilinear filter's support is 1
+    let support = filterscale * filter.support();
     let ksize = support.ceil() as usize * 2 + 1;
     let mut bounds = Vec::with_capacity(out_size);
     let mut weights = vec![0i32; out_size * ksize];
@@ -150,7 +245,7 @@ fn precompute_coeffs(in_size: usize, out_size: usize) -> Coeffs {
         let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize - xmin;
         let mut ww = 0.0;
         for (x, kx) in k.iter_mut().enumerate().take(xmax) {
-            let w = bilinear_filter((x as f64 + xmin as f64 - center + 0.5) * ss);
+            let w = filter.weight((x as f64 + xmin as f64 - center + 0.5) * ss);
             *kx = w;
             ww += w;
         }
@@ -346,26 +441,26 @@ fn taps(coeffs: Option<&Coeffs>, range: &Range<usize>) -> Range<usize> {
     }
 }
 
-/// Resizes the `crop` rectangle of `src` to `out_width x out_height` and returns the
-/// `window` rectangle of that result.
+/// Resizes the `crop` rectangle of `src` to `out_width x out_height` with `mode` and returns
+/// the `window` rectangle of that result.
 ///
-/// Equal to PIL's `img.crop(box).resize((out_width, out_height), Image.BILINEAR)` followed by
-/// a crop to `window`.
+/// Equal to PIL's `img.crop(box).resize((out_width, out_height), mode)` followed by a crop to
+/// `window`.
 ///
 /// # Panics
 /// If `crop` leaves `src`, `window` leaves the output, or a size is 0.
-pub(crate) fn resize_bilinear(
+pub(crate) fn resample(
+    mode: InterpolationMode,
     src: &Image,
     crop: Rect,
     out_width: usize,
     out_height: usize,
     window: Rect,
 ) -> Image {
-    resize_bilinear_with(Kernel::best(), src, crop, out_width, out_height, window)
+    resize_with(Kernel::best(), mode, src, crop, out_width, out_height, window)
 }
 
-/// Resizes the `crop` rectangle of `src` to `out_width x out_height` and returns the `window`
-/// rectangle of that result, with the passes run by `kernel` (every kernel gives the same bytes).
+/// [`resize_with`] with the bilinear filter.
 ///
 /// # Panics
 /// If `crop` leaves `src`, `window` leaves the output, or a size is 0.
@@ -377,6 +472,10 @@ pub fn resize_bilinear_with(
     out_height: usize,
     window: Rect,
 ) -> Image {
+    resize_with(kernel, InterpolationMode::Bilinear, src, crop, out_width, out_height, window)
+}
+
+fn check_rects(src: &Image, crop: Rect, out_width: usize, out_height: usize, window: Rect) {
     assert!(crop.width > 0 && crop.height > 0 && out_width > 0 && out_height > 0, "sizes must be positive");
     assert!(
         crop.left + crop.width <= src.width() && crop.top + crop.height <= src.height(),
@@ -389,9 +488,30 @@ pub fn resize_bilinear_with(
             && window.top + window.height <= out_height,
         "window leaves the output"
     );
+}
+
+/// Resizes the `crop` rectangle of `src` to `out_width x out_height` with `mode` and returns
+/// the `window` rectangle of that result, with the convolution passes run by `kernel` (every
+/// kernel gives the same bytes; nearest has no passes).
+///
+/// # Panics
+/// If `crop` leaves `src`, `window` leaves the output, or a size is 0.
+pub fn resize_with(
+    kernel: Kernel,
+    mode: InterpolationMode,
+    src: &Image,
+    crop: Rect,
+    out_width: usize,
+    out_height: usize,
+    window: Rect,
+) -> Image {
+    check_rects(src, crop, out_width, out_height, window);
+    let Some(filter) = Filter::of(mode) else {
+        return resize_nearest(src, crop, out_width, out_height, window);
+    };
     let c = src.channels();
-    let hc = (out_width != crop.width).then(|| precompute_coeffs(crop.width, out_width));
-    let vc = (out_height != crop.height).then(|| precompute_coeffs(crop.height, out_height));
+    let hc = (out_width != crop.width).then(|| precompute_coeffs(crop.width, out_width, filter));
+    let vc = (out_height != crop.height).then(|| precompute_coeffs(crop.height, out_height, filter));
     let (hc, vc) = (hc.as_ref(), vc.as_ref());
     let out_cols = window.left..window.left + window.width;
     let out_rows = window.top..window.top + window.height;
@@ -428,6 +548,43 @@ pub fn resize_bilinear_with(
     Image::new(window.width, window.height, c, pixels)
 }
 
+/// Pillow's `Image.resize(size, NEAREST)` of the `crop` rectangle (`ImagingScaleAffine` with
+/// the matrix `_resize` builds: `crop / out` per axis, no offset), cut to `window`: output
+/// column `x` reads source column `int(0.5 * a + x * a)` with the sum accumulated in `f64`
+/// from column 0 as Pillow accumulates it (so the rounding is Pillow's), and likewise rows.
+fn resize_nearest(src: &Image, crop: Rect, out_width: usize, out_height: usize, window: Rect) -> Image {
+    // Pillow's box is `float`: the sizes are exact; `a = (double)(box[2] - box[0]) / xsize`.
+    let positions = |in_size: usize, out_size: usize, range: Range<usize>| -> Vec<Option<usize>> {
+        let a = f64::from(in_size as f32) / out_size as f64;
+        let mut o = a * 0.5;
+        let mut table = Vec::with_capacity(range.len());
+        for x in 0..range.end {
+            if x >= range.start {
+                // Pillow's COORD: negative is outside, else truncation.
+                let at = if o < 0.0 { None } else { Some(o as usize) };
+                table.push(at.filter(|&i| i < in_size));
+            }
+            o += a;
+        }
+        table
+    };
+    let cols = positions(crop.width, out_width, window.left..window.left + window.width);
+    let rows = positions(crop.height, out_height, window.top..window.top + window.height);
+    let c = src.channels();
+    // Positions outside the source are 0 (Pillow fills them); a resize has none.
+    let mut out = vec![0u8; window.width * window.height * c];
+    for (row, y) in out.chunks_exact_mut(window.width * c).zip(&rows) {
+        let Some(y) = y else { continue };
+        let line = ((crop.top + y) * src.width() + crop.left) * c;
+        for (pixel, x) in row.chunks_exact_mut(c).zip(&cols) {
+            if let Some(x) = x {
+                pixel.copy_from_slice(&src.pixels()[line + x * c..line + (x + 1) * c]);
+            }
+        }
+    }
+    Image::new(window.width, window.height, c, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,9 +593,10 @@ mod tests {
     fn same_size_is_a_copy_and_constant_stays_constant() {
         let img = Image::new(3, 2, 3, (0..18).collect());
         let full = Rect::new(0, 0, 3, 2);
-        assert_eq!(resize_bilinear(&img, full, 3, 2, full), img);
+        assert_eq!(resample(InterpolationMode::Bilinear, &img, full, 3, 2, full), img);
         let flat = Image::filled(17, 9, 3, 200);
-        let out = resize_bilinear(&flat, Rect::new(0, 0, 17, 9), 5, 4, Rect::new(0, 0, 5, 4));
+        let out =
+            resample(InterpolationMode::Bilinear, &flat, Rect::new(0, 0, 17, 9), 5, 4, Rect::new(0, 0, 5, 4));
         assert!(out.pixels().iter().all(|&v| v == 200), "{out:?}");
     }
 
@@ -453,16 +611,18 @@ mod tests {
     }
 
     #[test]
-    fn window_equals_crop_of_full_result() {
+    fn window_equals_crop_of_full_result_in_every_mode() {
         let img = Image::new(13, 31, 3, (0..13 * 31 * 3).map(|v| (v * 37 % 256) as u8).collect());
         // Horizontal-first (7x6 from 10x9) and vertical-first (9x5 from 10x29) orders.
         for (crop, w, h) in [(Rect::new(2, 1, 10, 9), 7, 6), (Rect::new(2, 1, 10, 29), 9, 5)] {
-            let full = resize_bilinear(&img, crop, w, h, Rect::new(0, 0, w, h));
-            let window = resize_bilinear(&img, crop, w, h, Rect::new(2, 1, 4, 3));
-            assert_eq!(window, full.crop(2, 1, 4, 3));
-            let cropped = img.crop(crop.left, crop.top, crop.width, crop.height);
-            let whole = Rect::new(0, 0, crop.width, crop.height);
-            assert_eq!(resize_bilinear(&cropped, whole, w, h, Rect::new(0, 0, w, h)), full);
+            for mode in InterpolationMode::ALL {
+                let full = resample(mode, &img, crop, w, h, Rect::new(0, 0, w, h));
+                let window = resample(mode, &img, crop, w, h, Rect::new(2, 1, 4, 3));
+                assert_eq!(window, full.crop(2, 1, 4, 3), "{mode:?}");
+                let cropped = img.crop(crop.left, crop.top, crop.width, crop.height);
+                let whole = Rect::new(0, 0, crop.width, crop.height);
+                assert_eq!(resample(mode, &cropped, whole, w, h, Rect::new(0, 0, w, h)), full, "{mode:?}");
+            }
         }
     }
 }

@@ -1,33 +1,75 @@
-//! `Resize`: bilinear, antialiased resizing to a shorter-side length or an exact size, as
-//! `torchvision.transforms.Resize` does for PIL images.
+//! `Resize`: antialiased resizing (bilinear by default, any [`InterpolationMode`]) to a
+//! shorter-side length or an exact size, as `torchvision.transforms.Resize` does for PIL images.
 
 use crate::center_crop::{center_axis, CenterCrop};
 use crate::error::Result;
 use crate::image::Image;
-use crate::resample::{resize_bilinear, Rect};
+use crate::resample::{resample, Rect};
 use crate::transform::{expect_image, Sample, Transform};
 use std::any::Any;
 use torchlight_base::seed::Rng;
 
-/// How a resize samples the image, torchvision's `InterpolationMode`. Bilinear (PIL's
-/// antialiased bilinear filter, torchvision's default) is the only one the resampler has, so
-/// it is the only variant; the type names the choice in descriptions of a pipeline such as
-/// [`crate::EvalPreprocessing`].
+/// How a resize samples the image, torchvision's `InterpolationMode` on PIL images (all but
+/// `NEAREST_EXACT`, which PIL does not have). Every mode is Pillow's, byte for byte: nearest is
+/// Pillow's coordinate mapping (pixel centres scaled, truncated); the others are Pillow's
+/// convolution resampler with its filter, widened when shrinking (antialiasing, as
+/// torchvision's `antialias=True` asks).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum InterpolationMode {
-    /// `InterpolationMode.BILINEAR`.
+    /// `InterpolationMode.NEAREST` (PIL's `NEAREST`).
+    Nearest,
+    /// `InterpolationMode.BILINEAR` (PIL's `BILINEAR`): torchvision's default.
     #[default]
     Bilinear,
+    /// `InterpolationMode.BICUBIC` (PIL's `BICUBIC`, Keys' cubic with `a = -0.5`).
+    Bicubic,
+    /// `InterpolationMode.BOX` (PIL's `BOX`: area averaging).
+    Box,
+    /// `InterpolationMode.HAMMING` (PIL's `HAMMING`).
+    Hamming,
+    /// `InterpolationMode.LANCZOS` (PIL's `LANCZOS`, 3 lobes).
+    Lanczos,
 }
 
 impl InterpolationMode {
+    /// Every mode, nearest first.
+    pub const ALL: [InterpolationMode; 6] = [
+        InterpolationMode::Nearest,
+        InterpolationMode::Bilinear,
+        InterpolationMode::Bicubic,
+        InterpolationMode::Box,
+        InterpolationMode::Hamming,
+        InterpolationMode::Lanczos,
+    ];
+
     /// torchvision's name for it (`InterpolationMode.BILINEAR.value`, also timm's name):
-    /// `"bilinear"`.
+    /// `"nearest"`, `"bilinear"`, `"bicubic"`, `"box"`, `"hamming"` or `"lanczos"`.
     pub fn name(self) -> &'static str {
         match self {
+            InterpolationMode::Nearest => "nearest",
             InterpolationMode::Bilinear => "bilinear",
+            InterpolationMode::Bicubic => "bicubic",
+            InterpolationMode::Box => "box",
+            InterpolationMode::Hamming => "hamming",
+            InterpolationMode::Lanczos => "lanczos",
         }
+    }
+
+    /// The mode [`name`](Self::name) gives `name`, if any.
+    pub fn from_name(name: &str) -> Option<InterpolationMode> {
+        InterpolationMode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The Python that names it: `"InterpolationMode.BICUBIC"`.
+    pub fn torchvision(self) -> String {
+        format!("InterpolationMode.{}", self.name().to_uppercase())
+    }
+}
+
+impl std::fmt::Display for InterpolationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -48,7 +90,8 @@ pub enum ResizeSize {
 
 /// `torchvision.transforms.Resize(size, interpolation=BILINEAR, max_size=None, antialias=True)`
 /// on a PIL image: PIL's bilinear filter, widened when shrinking (antialiasing), reproduced
-/// exactly (see the fixture parity test).
+/// exactly (see the fixture parity tests), or another [`InterpolationMode`]
+/// ([`Resize::with_interpolation`]).
 ///
 /// Works on `u8` images (1 or 3 channels); returns the input unchanged when it already has
 /// the target size, as torchvision does.
@@ -56,6 +99,7 @@ pub enum ResizeSize {
 pub struct Resize {
     size: ResizeSize,
     max_size: Option<usize>,
+    interpolation: InterpolationMode,
 }
 
 impl Resize {
@@ -65,7 +109,7 @@ impl Resize {
     /// If `size` is 0.
     pub fn new(size: usize) -> Self {
         assert!(size > 0, "Resize size must be positive");
-        Resize { size: ResizeSize::Shorter(size), max_size: None }
+        Resize { size: ResizeSize::Shorter(size), max_size: None, interpolation: InterpolationMode::Bilinear }
     }
 
     /// Resizes to exactly `height x width` (`Resize((height, width))`).
@@ -74,7 +118,11 @@ impl Resize {
     /// If a size is 0.
     pub fn exact(height: usize, width: usize) -> Self {
         assert!(height > 0 && width > 0, "Resize sizes must be positive");
-        Resize { size: ResizeSize::Exact { height, width }, max_size: None }
+        Resize {
+            size: ResizeSize::Exact { height, width },
+            max_size: None,
+            interpolation: InterpolationMode::Bilinear,
+        }
     }
 
     /// Caps the longer side of a shorter-side resize at `max_size` (torchvision's `max_size`).
@@ -91,9 +139,20 @@ impl Resize {
         self
     }
 
+    /// Samples with `mode` (torchvision's `interpolation`; bilinear by default).
+    pub fn with_interpolation(mut self, mode: InterpolationMode) -> Self {
+        self.interpolation = mode;
+        self
+    }
+
     /// The size aimed for.
     pub fn size(&self) -> ResizeSize {
         self.size
+    }
+
+    /// How it samples.
+    pub fn interpolation(&self) -> InterpolationMode {
+        self.interpolation
     }
 
     /// The `(height, width)` an image of `height x width` is resized to: torchvision's
@@ -129,7 +188,7 @@ impl Resize {
             return image;
         }
         let full = Rect::new(0, 0, image.width(), image.height());
-        resize_bilinear(&image, full, w, h, Rect::new(0, 0, w, h))
+        resample(self.interpolation, &image, full, w, h, Rect::new(0, 0, w, h))
     }
 }
 
@@ -172,7 +231,8 @@ impl Transform for ResizeCenterCrop {
         let (left, _, _) = center_axis(rw, cw);
         let (top, _, _) = center_axis(rh, ch);
         let full = Rect::new(0, 0, image.width(), image.height());
-        Ok(Sample::Image(resize_bilinear(&image, full, rw, rh, Rect::new(left, top, cw, ch))))
+        let window = Rect::new(left, top, cw, ch);
+        Ok(Sample::Image(resample(self.resize.interpolation, &image, full, rw, rh, window)))
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -21,8 +21,8 @@ fn predicted(model: &Path, image: &str) -> std::collections::HashMap<String, f64
 
 /// An edited TorchScript sidecar is checked against the model (one error naming the sidecar
 /// and the field, never a panic), and its preprocessing is the one `predict` applies: the
-/// probabilities equal the TorchScript module's on inputs made with the sidecar's resize, mean
-/// and std (tolerance 1e-6: the same module on the same input, through softmax).
+/// probabilities equal the TorchScript module's on inputs made with the sidecar's resize,
+/// interpolation, mean and std (tolerance 1e-6: the same module on the same input, through softmax).
 #[test]
 fn an_edited_torchscript_sidecar_is_checked_and_used() {
     let dir = temp("sidecar");
@@ -77,12 +77,20 @@ fn an_edited_torchscript_sidecar_is_checked_and_used() {
     });
     let edited = predicted(&pt, &image);
     let decoded = torchlight_vision::decode_file(&image).unwrap();
-    let mut rng = torchlight_tensor::seed::rng_from_seed(0);
-    let t = recipe.transform().apply(Sample::Image(decoded), &mut rng).unwrap().into_tensor().unwrap();
-    let x = tch::Tensor::from_slice(&t.data).view([1, 3, 32, 32]);
     let module = torchlight_export::load_torchscript(&pt).unwrap();
-    let probs = tch::no_grad(|| module.forward_ts(&[x]).unwrap()).softmax(-1, tch::Kind::Double);
-    let probs = Vec::<f64>::try_from(probs.squeeze_dim(0)).unwrap();
+    let module_probs = |recipe: &EvalPreprocessing| {
+        let mut rng = torchlight_tensor::seed::rng_from_seed(0);
+        let t = recipe
+            .transform()
+            .apply(Sample::Image(decoded.clone()), &mut rng)
+            .unwrap()
+            .into_tensor()
+            .unwrap();
+        let x = tch::Tensor::from_slice(&t.data).view([1, 3, 32, 32]);
+        let probs = tch::no_grad(|| module.forward_ts(&[x]).unwrap()).softmax(-1, tch::Kind::Double);
+        Vec::<f64>::try_from(probs.squeeze_dim(0)).unwrap()
+    };
+    let probs = module_probs(&recipe);
     let mut moved = 0.0f64;
     for (i, class) in ["circle", "cross", "star"].iter().enumerate() {
         let (got, want) = (edited[*class], probs[i]);
@@ -93,6 +101,30 @@ fn an_edited_torchscript_sidecar_is_checked_and_used() {
         moved = moved.max((got - as_exported[*class]).abs());
     }
     assert!(moved > 1e-4, "the edited recipe changes the probabilities ({moved})");
+
+    // `resize_interpolation` too (what `data.interpolation` exports): bicubic resizing, which
+    // moves the module's probabilities by more than the tolerance, is what predict applies.
+    let bicubic =
+        EvalPreprocessing { interpolation: torchlight_vision::InterpolationMode::Bicubic, ..recipe };
+    edit(&|j| {
+        j["resize_shorter_side"] = serde_json::json!(recipe.resize);
+        j["mean"] = serde_json::json!(recipe.mean);
+        j["std"] = serde_json::json!(recipe.std);
+        j["resize_interpolation"] = serde_json::json!("bicubic");
+    });
+    let edited = predicted(&pt, &image);
+    let (want, bilinear) = (module_probs(&bicubic), module_probs(&recipe));
+    let mut apart = 0.0f64;
+    for (i, class) in ["circle", "cross", "star"].iter().enumerate() {
+        let got = edited[*class];
+        assert!(
+            (got - want[i]).abs() <= 1e-6,
+            "{class}: predict {got}, the module on bicubic input {}",
+            want[i]
+        );
+        apart = apart.max((want[i] - bilinear[i]).abs());
+    }
+    assert!(apart > 1e-5, "bicubic and bilinear inputs give the module other probabilities ({apart})");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

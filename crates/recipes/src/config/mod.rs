@@ -56,6 +56,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.ra_reps",
     "data.auto_augment",
     "data.random_erase",
+    "data.interpolation",
     "model.name",
     "model.pretrained",
     "model.key_rewrite",
@@ -292,6 +293,36 @@ pub struct DataConfig {
     /// torchvision's `--random-erase`: the probability of `RandomErasing` on the normalised
     /// tensor, the last step. 0 (the default) leaves it out.
     pub random_erase: f64,
+    /// torchvision's `--interpolation`: how the train crop (RandomResizedCrop) and the
+    /// evaluation resize sample images, `bilinear` (the default), `bicubic` or `nearest`, each
+    /// PIL's (antialiased when shrinking, nearest aside). Exported models and `predict` resize
+    /// the same way.
+    #[serde(deserialize_with = "word")]
+    pub interpolation: Interpolation,
+}
+
+/// How images are resized (`data.interpolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interpolation {
+    /// `InterpolationMode.BILINEAR`, torchvision's default.
+    #[default]
+    Bilinear,
+    /// `InterpolationMode.BICUBIC` (timm's usual choice).
+    Bicubic,
+    /// `InterpolationMode.NEAREST`.
+    Nearest,
+}
+
+impl Interpolation {
+    /// The vision crate's mode.
+    pub fn mode(self) -> torchlight_vision::InterpolationMode {
+        match self {
+            Interpolation::Bilinear => torchlight_vision::InterpolationMode::Bilinear,
+            Interpolation::Bicubic => torchlight_vision::InterpolationMode::Bicubic,
+            Interpolation::Nearest => torchlight_vision::InterpolationMode::Nearest,
+        }
+    }
 }
 
 /// The automatic augmentation policy of the train transform (`data.auto_augment`).
@@ -374,6 +405,7 @@ impl Default for DataConfig {
             ra_reps: 1,
             auto_augment: AutoAugmentKind::None,
             random_erase: 0.0,
+            interpolation: Interpolation::Bilinear,
         }
     }
 }
@@ -835,21 +867,20 @@ impl TrainConfig {
 
     fn parse(text: &str, path: &Path) -> Result<Self> {
         toml::from_str(text).map_err(|e| {
+            let mut message = one_line(e.message());
             let (line, column) = match e.span() {
                 Some(span) => {
                     let before = &text[..span.start.min(text.len())];
                     let line = before.matches('\n').count() + 1;
                     let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                    if let Some(key) = key_of_value_at(before) {
+                        message = format!("`{key}`: {message}");
+                    }
                     (Some(line), Some(column))
                 }
                 None => (None, None),
             };
-            RecipeError::ConfigParse {
-                path: path.to_path_buf(),
-                line,
-                column,
-                message: one_line(e.message()),
-            }
+            RecipeError::ConfigParse { path: path.to_path_buf(), line, column, message }
         })
     }
 
@@ -868,6 +899,27 @@ impl TrainConfig {
         let path = path.as_ref();
         std::fs::write(path, self.to_toml()).map_err(|e| RecipeError::io(path, e))
     }
+}
+
+/// The dotted key (`data.interpolation`) whose value starts where `before` (the config text
+/// up to an error's position) ends, when that is the value of a `key = value` line: serde's
+/// messages about a value ("unknown variant", "invalid type") do not name the key.
+fn key_of_value_at(before: &str) -> Option<String> {
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let key = before[line_start..].trim_end().strip_suffix('=')?.trim();
+    if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return None;
+    }
+    let section = before[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix('[').and_then(|l| l.strip_suffix(']')))
+        .map(str::trim);
+    Some(match section {
+        Some(section) if !section.is_empty() => format!("{section}.{key}"),
+        _ => key.to_string(),
+    })
 }
 
 /// Deserializes a field that is one word of a unit enum (`data.auto_augment = "ra"`): anything

@@ -2,7 +2,8 @@
 //! errors naming the field, its value and why.
 
 use super::{
-    AutoAugmentKind, ClassWeights, SamplerKind, SchedulerConfig, TaskKind, TrainConfig, TEXT_MODELS,
+    AutoAugmentKind, ClassWeights, Interpolation, SamplerKind, SchedulerConfig, TaskKind, TrainConfig,
+    TEXT_MODELS,
 };
 
 /// The largest `data.image_size`: 8K pixels a side (a 3-channel float image of 768 MiB).
@@ -543,6 +544,7 @@ impl TrainConfig {
             ("data.ra_reps", d.ra_reps != 1),
             ("data.auto_augment", d.auto_augment != AutoAugmentKind::None),
             ("data.random_erase", d.random_erase != 0.0),
+            ("data.interpolation", d.interpolation != Interpolation::Bilinear),
             ("train.mixup_alpha", t.mixup_alpha != 0.0),
             ("train.cutmix_alpha", t.cutmix_alpha != 0.0),
             ("train.model_ema", t.model_ema),

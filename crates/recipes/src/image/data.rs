@@ -32,12 +32,16 @@ pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
 }
 
 /// The recipe's train transform for `data`, in torchvision's preset order: RandomResizedCrop
-/// (`data.min_crop_scale`), horizontal flip, the `data.auto_augment` policy, ToTensor, ImageNet
+/// (`data.min_crop_scale`, `data.interpolation`), horizontal flip, the `data.auto_augment` policy, ToTensor, ImageNet
 /// normalisation, then `RandomErasing(data.random_erase)` when that is above 0. With the
 /// defaults (no policy, no erasing) it is [`train_transform`].
 pub fn train_transform_for(data: &DataConfig) -> Compose {
     let mut t = Compose::default()
-        .then(RandomResizedCrop::new(data.image_size as usize).with_scale(data.min_crop_scale, 1.0))
+        .then(
+            RandomResizedCrop::new(data.image_size as usize)
+                .with_scale(data.min_crop_scale, 1.0)
+                .with_interpolation(data.interpolation.mode()),
+        )
         .then(RandomHorizontalFlip::default());
     t = match data.auto_augment {
         AutoAugmentKind::None => t,
@@ -52,11 +56,14 @@ pub fn train_transform_for(data: &DataConfig) -> Compose {
 }
 
 /// The evaluation preprocessing of `config`: torchvision's classification preset at
-/// `data.image_size` (resize the shorter side to `size * 256 / 224`, centre crop, ToTensor,
-/// ImageNet normalisation). Validation, test, `torchlight eval`, `predict` and the export
-/// metadata all build from it (`.transform()`, `.metadata()`).
+/// `data.image_size` (resize the shorter side to `size * 256 / 224` with `data.interpolation`,
+/// centre crop, ToTensor, ImageNet normalisation). Validation, test, `torchlight eval`,
+/// `predict` and the export metadata all build from it (`.transform()`, `.metadata()`).
 pub fn eval_preprocessing(config: &TrainConfig) -> EvalPreprocessing {
-    EvalPreprocessing::classification(config.data.image_size as usize)
+    EvalPreprocessing {
+        interpolation: config.data.interpolation.mode(),
+        ..EvalPreprocessing::classification(config.data.image_size as usize)
+    }
 }
 
 /// The splits of a data root and their class names: `train/`, `val/` (or a seeded stratified

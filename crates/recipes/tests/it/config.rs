@@ -598,3 +598,90 @@ fn a_fifo_or_a_device_is_not_a_config_file() {
     let err = TrainConfig::from_toml_file("/dev/zero").unwrap_err().to_string();
     assert!(err.contains("/dev/zero") && err.contains("not a regular file"), "{err}");
 }
+
+/// `data.interpolation = "bicubic"` reaches the evaluation transform (its tensor is ToTensor +
+/// Normalize of torchvision's `Resize(16, BICUBIC)` + `CenterCrop(14)` bytes, the vision
+/// crate's fixture `make_interpolation.py`, held to 0), the train crop, the saved config and
+/// the export metadata; the default leaves all of them bilinear; a bad value names the key.
+#[test]
+fn interpolation_reaches_the_train_crop_and_the_eval_resize() {
+    use tch::{Kind, Tensor};
+    use torchlight_recipes::image::{eval_preprocessing, train_transform_for};
+    use torchlight_recipes::Interpolation;
+    use torchlight_vision::{
+        Compose, EvalPreprocessing, Image, InterpolationMode, Normalize, RandomResizedCrop, Sample, ToTensor,
+        Transform,
+    };
+    let crop_mode = |c: &TrainConfig| {
+        let t = train_transform_for(&c.data);
+        t.transforms()[0]
+            .as_any()
+            .downcast_ref::<RandomResizedCrop>()
+            .expect("the crop comes first")
+            .interpolation()
+    };
+    let mut c = TrainConfig::default();
+    assert_eq!(c.data.interpolation, Interpolation::Bilinear);
+    assert_eq!(eval_preprocessing(&c), EvalPreprocessing::classification(224));
+    assert_eq!(crop_mode(&c), InterpolationMode::Bilinear);
+
+    c.set("data.interpolation", "bicubic").unwrap();
+    c.set("data.image_size", "14").unwrap();
+    c.validate().unwrap();
+    assert_eq!(crop_mode(&c), InterpolationMode::Bicubic);
+    let eval = eval_preprocessing(&c);
+    assert_eq!((eval.resize, eval.crop, eval.interpolation), (16, 14, InterpolationMode::Bicubic));
+    let metadata: std::collections::HashMap<_, _> = eval.metadata().into_iter().collect();
+    assert_eq!(metadata["resize_interpolation"], "bicubic");
+
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vision/tests/fixtures/interpolation.safetensors");
+    let tensors: std::collections::HashMap<String, Tensor> =
+        Tensor::read_safetensors(&fixture).unwrap().into_iter().collect();
+    let image = |key: &str| {
+        let t = &tensors[key];
+        let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+        let bytes = Vec::<u8>::try_from(t.to_kind(Kind::Uint8).flatten(0, -1)).unwrap();
+        Image::new(shape[1], shape[0], shape[2], bytes)
+    };
+    let tensor = |t: &dyn Transform, image: Image| {
+        t.apply(Sample::Image(image), &mut torchlight_data::rng_from_seed(0)).unwrap().into_tensor().unwrap()
+    };
+    let input = image("input/chelsea");
+    let want = tensor(
+        &Compose::default().then(ToTensor).then(Normalize::new(&eval.mean, &eval.std)),
+        image("eval|bicubic|16|14|chelsea"),
+    );
+    assert_eq!(tensor(&eval.transform(), input.clone()), want);
+    let bilinear = EvalPreprocessing { interpolation: InterpolationMode::Bilinear, ..eval };
+    assert_ne!(tensor(&bilinear.transform(), input), want);
+
+    // Saved with the run and read back.
+    let dir = crate::temp_dir();
+    let out = dir.path().join("config.toml");
+    c.write_toml_file(&out).unwrap();
+    assert!(std::fs::read_to_string(&out).unwrap().contains("interpolation = \"bicubic\""));
+    assert_eq!(TrainConfig::from_toml_file(&out).unwrap(), c);
+    c.set("interpolation", "nearest").unwrap();
+    assert_eq!(eval_preprocessing(&c).interpolation, InterpolationMode::Nearest);
+
+    // Bad values name the key, on one line.
+    let err = c.set("data.interpolation", "cubic").unwrap_err().to_string();
+    assert!(err.contains("data.interpolation") && err.contains("`bilinear`, `bicubic`, `nearest`"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let path = write(dir.path(), "[data]\ninterpolation = \"lanczos\"\n");
+    let err = TrainConfig::from_toml_file(&path).unwrap_err().to_string();
+    assert!(
+        err.contains("train.toml:2:") && err.contains("`data.interpolation`: unknown variant `lanczos`"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The text recipe has no images to resize.
+    let err = TrainConfig::from_toml_str(
+        "[data]\ninterpolation = \"bicubic\"\n[model]\nname = \"fasttext\"\n[train]\ntask = \"text\"\n",
+    )
+    .and_then(|c| c.validate())
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("data.interpolation"), "{err}");
+}

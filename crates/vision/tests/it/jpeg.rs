@@ -167,15 +167,16 @@ fn decoding_a_box_equals_cropping_the_full_decode() {
 /// An ImageFolder whose transform starts with a crop (RandomResizedCrop, CenterCrop) decodes
 /// only the box, with the same outputs and the same random draws as decoding the whole file and
 /// applying the transform: over every fixture JPEG (and an EXIF-rotated JPEG and a PNG, which
-/// decode whole), several seeds, each crop alone and at the head of a Compose, with padding;
+/// decode whole), several seeds, each crop alone (bilinear, bicubic, nearest) and at the head of
+/// a Compose, with padding;
 /// and Resize then CenterCrop (fused; decoded whole) gives the same as the plain steps.
 #[test]
 fn crop_box_loading_gives_the_same_samples_and_draws_as_decoding_the_whole_file() {
     use torchlight_base::seed::rng_from_seed;
     use torchlight_data::Dataset;
     use torchlight_vision::{
-        CenterCrop, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop, Resize, Sample,
-        ToTensor, Transform, IMAGENET_MEAN, IMAGENET_STD,
+        CenterCrop, Compose, ImageFolder, InterpolationMode, Normalize, RandomHorizontalFlip,
+        RandomResizedCrop, Resize, Sample, ToTensor, Transform, IMAGENET_MEAN, IMAGENET_STD,
     };
     let dir = crate::TempDir::new("cropbox");
     std::fs::create_dir_all(dir.0.join("a")).unwrap();
@@ -186,6 +187,8 @@ fn crop_box_loading_gives_the_same_samples_and_draws_as_decoding_the_whole_file(
     std::fs::copy(fixture("inputs/astronaut.png"), dir.0.join("a/zz_astronaut.png")).unwrap();
     let transforms: Vec<Box<dyn Fn() -> Box<dyn Transform>>> = vec![
         Box::new(|| Box::new(RandomResizedCrop::rect(12, 20))),
+        Box::new(|| Box::new(RandomResizedCrop::rect(17, 9).with_interpolation(InterpolationMode::Bicubic))),
+        Box::new(|| Box::new(RandomResizedCrop::new(15).with_interpolation(InterpolationMode::Nearest))),
         Box::new(|| {
             Box::new(
                 Compose::default()
