@@ -18,11 +18,11 @@ mod infer;
 mod model;
 
 pub use data::{
-    check_documents, loader, new_tokenizer, open_splits, run_tokenizer, truncation_of, TextCollate,
+    check_documents, loader, new_tokenizer, open_splits, run_tokenizer, sharded_loader, truncation_of, TextCollate,
     TextDataset, TextLoader, TOKENIZER_FILE, VOCAB_FILE,
 };
 pub(crate) use fit::HEAD;
-pub use fit::{fit, resume};
+pub use fit::{fit, fit_distributed, resume, resume_distributed};
 pub use infer::{
     document_inputs, eval_loader, evaluate, evaluate_with_logits, open_eval_folder, text_logits, val_loader,
 };
