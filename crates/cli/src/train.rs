@@ -127,7 +127,9 @@ pub fn run(mut args: Args) -> Result<()> {
             }
             match (world, task) {
                 (None, Ok(TaskKind::Text)) => text::resume(run_dir, &changes, &progress),
-                (Some(w), Ok(TaskKind::Text)) => text::resume_distributed(run_dir, &changes, &progress, w.dist),
+                (Some(w), Ok(TaskKind::Text)) => {
+                    text::resume_distributed(run_dir, &changes, &progress, w.dist)
+                }
                 (Some(w), _) => resume_distributed(run_dir, &changes, &progress, w.dist),
                 (None, _) => resume(run_dir, &changes, &progress),
             }

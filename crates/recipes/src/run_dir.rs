@@ -3,9 +3,9 @@
 use crate::config::TrainConfig;
 use crate::error::{RecipeError, Result};
 use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
 use tch::{Kind, Tensor};
 use torchlight_train::Distributed;
-use std::path::{Path, PathBuf};
 
 /// The run folder of a new run, `fill`ed by the process that writes (its config, a text run's
 /// tokenizer). Alone: the next `exp_NNN` under `config.train.out_dir`. As a rank of `world`:
@@ -24,7 +24,8 @@ pub(crate) fn new_run_dir(
         return Ok(run);
     };
     let device = config.train.device_spec()?.resolve()?;
-    let created = world.is_main().then(|| RunDir::create_next(parent).and_then(|run| fill(&run).map(|()| run)));
+    let created =
+        world.is_main().then(|| RunDir::create_next(parent).and_then(|run| fill(&run).map(|()| run)));
     let number = match &created {
         Some(Ok(run)) => run
             .path()

@@ -67,9 +67,33 @@ fn nproc_2_trains_into_one_run_folder_and_resumes() {
 fn train_text(data: &str, runs: &str, nproc: usize, batch: usize, epochs: usize, more: &[&str]) -> String {
     let (nproc, batch, epochs) = (nproc.to_string(), batch.to_string(), epochs.to_string());
     let mut args = vec![
-        "train", "--task", "text", "--nproc", &nproc, "--data", data, "--model", "fasttext", "--epochs",
-        &epochs, "--batch-size", &batch, "--lr", "0.1", "--workers", "0", "--device", "cpu", "--out", runs,
-        "--set", "text.embed_dim=16", "--set", "text.max_len=16", "--set", "data.val_fraction=0.25",
+        "train",
+        "--task",
+        "text",
+        "--nproc",
+        &nproc,
+        "--data",
+        data,
+        "--model",
+        "fasttext",
+        "--epochs",
+        &epochs,
+        "--batch-size",
+        &batch,
+        "--lr",
+        "0.1",
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+        "--out",
+        runs,
+        "--set",
+        "text.embed_dim=16",
+        "--set",
+        "text.max_len=16",
+        "--set",
+        "data.val_fraction=0.25",
     ];
     args.extend(more);
     let out = super::torchlight(&args);

@@ -82,7 +82,8 @@ fn check_image_task(config: &TrainConfig) -> Result<()> {
         return Err(RecipeError::InvalidConfig {
             field: "train.task".into(),
             value: format!("{:?}", config.train.task.name()),
-            reason: "the image recipe trains image runs; text runs train through torchlight_recipes::text".into(),
+            reason: "the image recipe trains image runs; text runs train through torchlight_recipes::text"
+                .into(),
         });
     }
     Ok(())

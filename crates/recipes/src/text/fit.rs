@@ -52,7 +52,11 @@ pub fn fit_distributed(
     fit_on(config, progress, Some(world))
 }
 
-fn fit_on(config: TrainConfig, progress: &Progress, world: Option<Box<dyn Distributed>>) -> Result<RunSummary> {
+fn fit_on(
+    config: TrainConfig,
+    progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
+) -> Result<RunSummary> {
     let main = world.as_ref().is_none_or(|w| w.is_main());
     let quiet = Progress::quiet();
     let progress = if main { progress } else { &quiet };
