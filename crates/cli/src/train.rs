@@ -83,8 +83,9 @@ pub struct Args {
     ])]
     resume: Option<PathBuf>,
     /// Train data-parallel on N local processes (Gloo on the CPU; NCCL with one GPU per rank on
-    /// CUDA), each loading its shard of the data: `--batch-size` is per rank, the global batch
-    /// N times it. Rank 0 alone writes the run folder. Needs the `distributed` feature.
+    /// CUDA), each loading its shard of the data (images, or documents with `--task text`):
+    /// `--batch-size` is per rank, the global batch N times it. Rank 0 alone writes the run
+    /// folder. Needs the `distributed` feature.
     #[arg(long, value_name = "N")]
     nproc: Option<usize>,
 }
@@ -121,10 +122,13 @@ pub fn run(mut args: Args) -> Result<()> {
             // The run's own config says which recipe it is; an unreadable one is the image
             // recipe's to report.
             let task = TrainConfig::from_toml_file(run_dir.join("config.toml")).map(|c| c.train.task);
+            if matches!(task, Ok(TaskKind::Text)) {
+                samples = "documents";
+            }
             match (world, task) {
-                (None, Ok(TaskKind::Text)) => {
-                    samples = "documents";
-                    text::resume(run_dir, &changes, &progress)
+                (None, Ok(TaskKind::Text)) => text::resume(run_dir, &changes, &progress),
+                (Some(w), Ok(TaskKind::Text)) => {
+                    text::resume_distributed(run_dir, &changes, &progress, w.dist)
                 }
                 (Some(w), _) => resume_distributed(run_dir, &changes, &progress, w.dist),
                 (None, _) => resume(run_dir, &changes, &progress),
@@ -132,12 +136,14 @@ pub fn run(mut args: Args) -> Result<()> {
         }
         None => {
             let config = config_from(&args, &sets)?;
+            let is_text = config.train.task == TaskKind::Text;
+            if is_text {
+                samples = "documents";
+            }
             match world {
+                Some(w) if is_text => text::fit_distributed(config, &progress, w.dist),
                 Some(w) => fit_distributed(config, &progress, w.dist),
-                None if config.train.task == TaskKind::Text => {
-                    samples = "documents";
-                    text::fit(config, &progress)
-                }
+                None if is_text => text::fit(config, &progress),
                 None => fit(config, &progress),
             }
         }

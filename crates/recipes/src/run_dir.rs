@@ -1,8 +1,54 @@
 //! Run folders: `runs/exp_001`, `runs/exp_002`, ... claimed atomically, or reopened to resume.
 
+use crate::config::TrainConfig;
 use crate::error::{RecipeError, Result};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use tch::{Kind, Tensor};
+use torchlight_train::Distributed;
+
+/// The run folder of a new run, `fill`ed by the process that writes (its config, a text run's
+/// tokenizer). Alone: the next `exp_NNN` under `config.train.out_dir`. As a rank of `world`:
+/// rank 0 makes and fills it, the others learn its number once that is done (one small
+/// all-reduce on the run's device) and open it (the output folder is shared, as with
+/// torchrun); a failure on rank 0 fails every rank.
+pub(crate) fn new_run_dir(
+    config: &TrainConfig,
+    world: Option<&dyn Distributed>,
+    fill: impl FnOnce(&RunDir) -> Result<()>,
+) -> Result<RunDir> {
+    let parent = &config.train.out_dir;
+    let Some(world) = world else {
+        let run = RunDir::create_next(parent)?;
+        fill(&run)?;
+        return Ok(run);
+    };
+    let device = config.train.device_spec()?.resolve()?;
+    let created =
+        world.is_main().then(|| RunDir::create_next(parent).and_then(|run| fill(&run).map(|()| run)));
+    let number = match &created {
+        Some(Ok(run)) => run
+            .path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| run_number(n, "exp"))
+            .and_then(|n| i64::try_from(n).ok())
+            .unwrap_or(-1),
+        Some(Err(_)) => -1,
+        None => 0,
+    };
+    let shared = Tensor::from_slice(&[number]).to_kind(Kind::Int64).to_device(device);
+    world.all_reduce_sum(&[shared.shallow_clone()])?;
+    let number = shared.int64_value(&[0]);
+    match created {
+        Some(run) => run,
+        None if number < 0 => Err(RecipeError::RunDir {
+            path: parent.clone(),
+            reason: "rank 0 could not make the run folder (its output says why)".into(),
+        }),
+        None => RunDir::open(parent.join(format!("exp_{number:03}"))),
+    }
+}
 
 /// One run's folder and the names of what goes in it.
 ///

@@ -18,12 +18,17 @@ use torchlight_data::Sampler;
 /// As a [`Sampler`] it gives the batches one after another, so a `DataLoader` whose
 /// `batch_size` equals this one's cuts them back exactly (with `drop_last`, the smaller batch
 /// is the one dropped); [`batches`](BucketSampler::batches) gives them directly.
+///
+/// For data-parallel training, [`with_shard`](BucketSampler::with_shard) deals the epoch's
+/// batches out to the ranks, as `DistributedSampler` deals out samples.
 #[derive(Debug, Clone)]
 pub struct BucketSampler {
     lengths: Vec<usize>,
     batch_size: usize,
     pool_batches: usize,
     seed: u64,
+    /// `(rank, num_replicas)`; `(0, 1)` unsharded.
+    shard: (usize, usize),
 }
 
 impl BucketSampler {
@@ -37,7 +42,31 @@ impl BucketSampler {
         if batch_size == 0 {
             return Err(TextError::Config { field: "batch_size", reason: "must be positive".into() });
         }
-        Ok(BucketSampler { lengths, batch_size, pool_batches: 100, seed })
+        Ok(BucketSampler { lengths, batch_size, pool_batches: 100, seed, shard: (0, 1) })
+    }
+
+    /// Rank `rank`'s share of each epoch's batches among `num_replicas` ranks: every rank
+    /// draws the same batches (the same lengths, seed and epoch), the list is padded to a
+    /// multiple of `num_replicas` by repeating batches from its start (as `DistributedSampler`
+    /// pads samples, so every rank runs the same number of steps), and rank `rank` takes every
+    /// `num_replicas`-th batch from `rank`. The ranks' batches are disjoint apart from that
+    /// padding; the smaller batch, when there is one, stays the last of its rank's.
+    ///
+    /// # Errors
+    /// [`TextError::Config`] naming `num_replicas` when it is 0, or `rank` when it is not below
+    /// `num_replicas`.
+    pub fn with_shard(mut self, rank: usize, num_replicas: usize) -> Result<Self> {
+        if num_replicas == 0 {
+            return Err(TextError::Config { field: "num_replicas", reason: "must be at least 1".into() });
+        }
+        if rank >= num_replicas {
+            return Err(TextError::Config {
+                field: "rank",
+                reason: format!("{rank} is not below num_replicas ({num_replicas})"),
+            });
+        }
+        self.shard = (rank, num_replicas);
+        Ok(self)
     }
 
     /// Sorts within pools of `pool_batches` batches: fewer mixes lengths more (more padding,
@@ -58,8 +87,26 @@ impl BucketSampler {
         self.batch_size
     }
 
-    /// The batches of epoch `epoch`.
+    /// The batches of epoch `epoch` (this rank's, when sharded).
     pub fn batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        let all = self.all_batches(epoch);
+        let (rank, replicas) = self.shard;
+        if replicas == 1 {
+            return all;
+        }
+        Self::deal(all.len(), rank, replicas).map(|i| all[i].clone()).collect()
+    }
+
+    /// The positions in the epoch's list of `count` batches that rank `rank` of `replicas`
+    /// takes: every `replicas`-th of the list padded (by wrapping round) to a multiple of
+    /// `replicas`.
+    fn deal(count: usize, rank: usize, replicas: usize) -> impl Iterator<Item = usize> {
+        let total = count.div_ceil(replicas) * replicas;
+        (rank..total).step_by(replicas).map(move |p| p % count)
+    }
+
+    /// Every rank's batches of epoch `epoch`, in the order they are dealt out.
+    fn all_batches(&self, epoch: u64) -> Vec<Vec<usize>> {
         let mut rng = rng_from_seed(epoch_seed(self.seed, epoch));
         let mut order: Vec<usize> = (0..self.lengths.len()).collect();
         order.shuffle(&mut rng);
@@ -85,7 +132,16 @@ impl BucketSampler {
 
 impl Sampler for BucketSampler {
     fn len(&self) -> usize {
-        self.lengths.len()
+        let (rank, replicas) = self.shard;
+        if replicas == 1 {
+            return self.lengths.len();
+        }
+        // Every batch is full but the last of the epoch's list; which documents fill them
+        // changes with the epoch, their sizes do not.
+        let n = self.lengths.len();
+        let count = n.div_ceil(self.batch_size);
+        let size = |i: usize| if i + 1 == count { n - i * self.batch_size } else { self.batch_size };
+        Self::deal(count, rank, replicas).map(size).sum()
     }
 
     fn indices(&self, epoch: u64) -> Vec<usize> {
@@ -108,5 +164,37 @@ mod tests {
             assert_eq!(l.iter().max().unwrap() - l.iter().min().unwrap(), 3, "{l:?}");
         }
         assert!(BucketSampler::new(vec![1], 0, 0).is_err());
+    }
+
+    #[test]
+    fn shards_deal_out_the_batches_disjointly_with_equal_counts() {
+        for (n, batch, replicas) in [(40, 4, 2), (42, 4, 2), (42, 4, 3), (30, 4, 4), (3, 4, 2), (0, 4, 2)] {
+            let lengths: Vec<usize> = (0..n).map(|i| (i * 7) % 13).collect();
+            let whole = BucketSampler::new(lengths.clone(), batch, 5).unwrap();
+            let shards: Vec<BucketSampler> =
+                (0..replicas).map(|r| whole.clone().with_shard(r, replicas).unwrap()).collect();
+            let all = whole.batches(2);
+            let dealt: Vec<Vec<Vec<usize>>> = shards.iter().map(|s| s.batches(2)).collect();
+            let steps = dealt[0].len();
+            assert_eq!(steps, all.len().div_ceil(replicas), "{n} {batch} {replicas}");
+            for (s, batches) in shards.iter().zip(&dealt) {
+                assert_eq!(batches.len(), steps, "every rank the same number of steps");
+                assert_eq!(s.len(), batches.iter().map(Vec::len).sum::<usize>(), "len counts its indices");
+                assert_eq!(s.indices(2), batches.concat());
+                // Only the last batch of a rank may be short, so a loader cuts them back exactly.
+                let (last, rest) = batches.split_last().map_or((None, &[][..]), |(l, r)| (Some(l), r));
+                assert!(rest.iter().all(|b| b.len() == batch) && last.is_none_or(|b| b.len() <= batch));
+            }
+            // Each of the epoch's batches is dealt once; only the padding repeats some.
+            for (i, b) in all.iter().enumerate() {
+                assert_eq!(&dealt[i % replicas][i / replicas], b);
+            }
+            let mut seen: Vec<usize> = dealt.concat().concat();
+            seen.sort_unstable();
+            seen.dedup();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "every document of the epoch");
+        }
+        assert!(BucketSampler::new(vec![1], 1, 0).unwrap().with_shard(2, 2).is_err());
+        assert!(BucketSampler::new(vec![1], 1, 0).unwrap().with_shard(0, 0).is_err());
     }
 }

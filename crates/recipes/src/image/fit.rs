@@ -8,11 +8,11 @@ use crate::error::{RecipeError, Result};
 use crate::model::{build_model, check_batch_norm_batches, model_architecture};
 use crate::optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 use crate::resume::{prepare_resume, Resumed};
-use crate::run_dir::RunDir;
+use crate::run_dir::{new_run_dir, RunDir};
 use crate::summary::{check_finite_validation, ParamGroupSummary, RunSummary};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 use torchlight_checkpoint::Checkpoint;
 use torchlight_tensor::seed_everything;
 use torchlight_train::{
@@ -72,13 +72,7 @@ fn fit_on(
     let world_size = world.as_deref().map_or(1, |w| w.world_size());
     let per_rank = torchlight_data::Dataset::len(&splits.train).div_ceil(world_size);
     check_batch_norm_batches(&config, per_rank.min(config.train.batch_size))?;
-    let run = match world.as_deref() {
-        None => RunDir::create_next(&config.train.out_dir)?,
-        Some(w) => shared_run_dir(&config, w)?,
-    };
-    if world.as_ref().is_none_or(|w| w.is_main()) {
-        config.write_toml_file(run.config_path())?;
-    }
+    let run = new_run_dir(&config, world.as_deref(), |run| config.write_toml_file(run.config_path()))?;
     train_run(config, splits, run, None, 0, progress, world)
 }
 
@@ -88,43 +82,11 @@ fn check_image_task(config: &TrainConfig) -> Result<()> {
         return Err(RecipeError::InvalidConfig {
             field: "train.task".into(),
             value: format!("{:?}", config.train.task.name()),
-            reason: "the image recipe trains image runs; text runs train through torchlight_recipes::text (data-parallel text training is not there yet)".into(),
+            reason: "the image recipe trains image runs; text runs train through torchlight_recipes::text"
+                .into(),
         });
     }
     Ok(())
-}
-
-/// The new run folder of a data-parallel run: rank 0 makes it, the others learn its number
-/// (one small all-reduce) and open it (the output folder is shared, as with torchrun).
-fn shared_run_dir(config: &TrainConfig, world: &dyn Distributed) -> Result<RunDir> {
-    let parent = &config.train.out_dir;
-    let device = config.train.device_spec()?.resolve()?;
-    let created = world.is_main().then(|| RunDir::create_next(parent));
-    let number = match &created {
-        Some(Ok(run)) => run_number(run.path()),
-        Some(Err(_)) => -1,
-        None => 0,
-    };
-    let shared = Tensor::from_slice(&[number]).to_kind(Kind::Int64).to_device(device);
-    world.all_reduce_sum(&[shared.shallow_clone()])?;
-    let number = shared.int64_value(&[0]);
-    match created {
-        Some(run) => run,
-        None if number < 0 => Err(RecipeError::RunDir {
-            path: parent.clone(),
-            reason: "rank 0 could not make the run folder (its output says why)".into(),
-        }),
-        None => RunDir::open(parent.join(format!("exp_{number:03}"))),
-    }
-}
-
-/// `NNN` of a run folder `exp_NNN`.
-fn run_number(path: &Path) -> i64 {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("exp_"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(-1)
 }
 
 /// Continues the run in `run_dir` from its `last` checkpoint, exactly where it stopped (mid-

@@ -7,7 +7,9 @@ use crate::error::{RecipeError, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tch::{Device, Tensor};
-use torchlight_data::{ArrayToTensor, Collate, DataLoader, DataLoaderBuilder, Subset};
+use torchlight_data::{
+    ArrayToTensor, Collate, DataLoader, DataLoaderBuilder, DistributedSampler, Sampler, Subset,
+};
 use torchlight_nn::Inputs;
 use torchlight_text::{
     load_tokenizer, BucketSampler, Columns, DocumentReport, PadCollate, PaddedBatch, TextFolder,
@@ -140,14 +142,39 @@ impl Collate<(Vec<u32>, i64)> for TextCollate {
 /// resume), in order otherwise; `train.batch_size` documents a batch, `data.workers` threads
 /// tokenizing.
 pub fn loader(dataset: TextDataset, config: &TrainConfig, train: bool, device: Device) -> Result<TextLoader> {
+    sharded_loader(dataset, config, train, device, None)
+}
+
+/// [`loader`] for one rank of a data-parallel run: with `shard = Some((rank, world_size))` it
+/// loads that rank's shard, `train.batch_size` documents a batch. Without `text.bucket` (and
+/// for validation and test) a `DistributedSampler` deals out the documents (reshuffled each
+/// epoch from `train.seed` when `train`, padded by repeating its start so every rank runs as
+/// many steps); with it, every rank draws the same bucketed batches and takes every
+/// `world_size`-th of them ([`BucketSampler::with_shard`]).
+pub fn sharded_loader(
+    dataset: TextDataset,
+    config: &TrainConfig,
+    train: bool,
+    device: Device,
+    shard: Option<(usize, usize)>,
+) -> Result<TextLoader> {
     let max_len = config.text.max_len;
     let collate = TextCollate(PadCollate::new(0, Some(max_len))?);
-    let bucket = if train && config.text.bucket {
-        // Lengths as the batches see them: cut to text.max_len.
-        let lengths = dataset.lengths().into_iter().map(|n| n.min(max_len)).collect();
-        Some(BucketSampler::new(lengths, config.train.batch_size, config.train.seed)?)
-    } else {
-        None
+    let n = torchlight_data::Dataset::len(&dataset);
+    let sampler: Option<Box<dyn Sampler>> = match (train && config.text.bucket, shard) {
+        (true, _) => {
+            // Lengths as the batches see them: cut to text.max_len.
+            let lengths = dataset.lengths().into_iter().map(|n| n.min(max_len)).collect();
+            let mut sampler = BucketSampler::new(lengths, config.train.batch_size, config.train.seed)?;
+            if let Some((rank, world)) = shard {
+                sampler = sampler.with_shard(rank, world)?;
+            }
+            Some(Box::new(sampler))
+        }
+        (false, Some((rank, world))) => Some(Box::new(
+            DistributedSampler::new(n, world, rank)?.with_seed(config.train.seed).with_shuffle(train),
+        )),
+        (false, None) => None,
     };
     let builder = DataLoaderBuilder::new(dataset)
         .collate(collate)
@@ -156,7 +183,7 @@ pub fn loader(dataset: TextDataset, config: &TrainConfig, train: bool, device: D
         .persistent_workers(config.data.workers > 0)
         .pin_memory(device.is_cuda())
         .seed(config.train.seed);
-    let builder = match bucket {
+    let builder = match sampler {
         Some(sampler) => builder.sampler(sampler),
         None => builder.shuffle(train),
     };

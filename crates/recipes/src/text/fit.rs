@@ -1,14 +1,14 @@
 //! `fit` and `resume` of the text recipe: a `TrainConfig` with `train.task = "text"` in; a
 //! trained, tested and checkpointed run folder, with its tokenizer, out.
 
-use super::data::{loader, new_tokenizer, open_splits, run_tokenizer, truncation_of, TextDataset};
+use super::data::{new_tokenizer, open_splits, run_tokenizer, sharded_loader, truncation_of, TextDataset};
 use super::model::{text_classifier_config, TEXT_HEAD};
 use crate::card::{CardTokenizer, ModelCard};
 use crate::config::{TaskKind, TrainConfig};
 use crate::error::{RecipeError, Result};
 use crate::optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 use crate::resume::{prepare_resume, Resumed};
-use crate::run_dir::RunDir;
+use crate::run_dir::{new_run_dir, RunDir};
 use crate::summary::{check_finite_validation, ParamGroupSummary, RunSummary};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,8 +21,8 @@ use torchlight_nn::{
 use torchlight_tensor::seed_everything;
 use torchlight_text::{TextSplits, Tokenized, Tokenizer};
 use torchlight_train::{
-    plot_confusion_matrix, BackboneFinetuning, Classification, EarlyStopping, MetricsSummary, Progress,
-    Stage, Trainer,
+    plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping, MetricsSummary,
+    Progress, Stage, Trainer,
 };
 
 /// The head of every text classifier: the parameters at `optim.lr` (the rest, embeddings and
@@ -33,32 +33,87 @@ pub(crate) const HEAD: &str = TEXT_HEAD;
 /// `config.train.out_dir`: the config, the data (every document read once) and the tokenizer
 /// are checked before the folder is made; the tokenizer is saved in it beside `config.toml`.
 pub fn fit(config: TrainConfig, progress: &Progress) -> Result<RunSummary> {
+    fit_on(config, progress, None)
+}
+
+/// [`fit`] as one rank of a data-parallel run in `world` (every rank calls it with the same
+/// config), as the image recipe's `fit_distributed`: each rank trains on its shard of the
+/// documents, `train.batch_size` a batch per rank (the global batch is `world_size` times it;
+/// with `text.bucket`, the ranks take turns at the bucketed batches). Every rank builds the same
+/// tokenizer (the word vocabulary is a function of the training split and `[text]`; a
+/// `text.tokenizer` file is read as it is); rank 0 alone makes the run folder and writes the
+/// tokenizer, config, logs, checkpoints and summary, and prints. Every rank returns the same
+/// summary.
+pub fn fit_distributed(
+    config: TrainConfig,
+    progress: &Progress,
+    world: Box<dyn Distributed>,
+) -> Result<RunSummary> {
+    fit_on(config, progress, Some(world))
+}
+
+fn fit_on(
+    config: TrainConfig,
+    progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
+) -> Result<RunSummary> {
+    let main = world.as_ref().is_none_or(|w| w.is_main());
+    let quiet = Progress::quiet();
+    let progress = if main { progress } else { &quiet };
     config.validate()?;
     check_text_task(&config)?;
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
     let (tokenizer, file) = new_tokenizer(&config, &splits)?;
-    let run = RunDir::create_next(&config.train.out_dir)?;
-    config.write_toml_file(run.config_path())?;
+    // Rank 0 writes the run folder's files before the others go on to read the tokenizer's.
+    let run = new_run_dir(&config, world.as_deref(), |run| {
+        config.write_toml_file(run.config_path())?;
+        Ok(tokenizer.save(&run.join(file))?)
+    })?;
     let saved = run.join(file);
-    tokenizer.save(&saved)?;
     progress.line(&format!("tokenizer: {} ids, saved as {}", tokenizer.vocab_size(), saved.display()));
-    train_run(config, splits, tokenizer, &saved, run, None, 0, progress)
+    train_run(config, splits, tokenizer, &saved, run, None, 0, progress, world)
 }
 
 /// Continues the text run in `run_dir` from its `last` checkpoint, exactly where it stopped,
 /// with the config and the tokenizer of its folder; `changes` may change only the
 /// [`RESUME_CHANGEABLE`](crate::image::RESUME_CHANGEABLE) keys, as for images.
 pub fn resume(run_dir: &Path, changes: &[(String, String)], progress: &Progress) -> Result<RunSummary> {
+    resume_on(run_dir, changes, progress, None)
+}
+
+/// [`resume`] as one rank of a data-parallel run in `world`: every rank reads the run's config,
+/// its tokenizer and rank 0's `last` checkpoint from the shared run folder and continues where
+/// it stopped; rank 0 alone writes. The world size may differ from the stopped run's (the
+/// documents are then dealt out anew from the next epoch; a mid-epoch position is counted in
+/// batches).
+pub fn resume_distributed(
+    run_dir: &Path,
+    changes: &[(String, String)],
+    progress: &Progress,
+    world: Box<dyn Distributed>,
+) -> Result<RunSummary> {
+    resume_on(run_dir, changes, progress, Some(world))
+}
+
+fn resume_on(
+    run_dir: &Path,
+    changes: &[(String, String)],
+    progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
+) -> Result<RunSummary> {
+    let main = world.as_ref().is_none_or(|w| w.is_main());
+    let quiet = Progress::quiet();
+    let progress = if main { progress } else { &quiet };
     let Resumed { config, run, last, schedule_start, restore_scheduler } =
-        prepare_resume(run_dir, changes, progress, None)?;
+        prepare_resume(run_dir, changes, progress, world.as_deref())?;
     check_text_task(&config)?;
     let (tokenizer, path) = run_tokenizer(run.path())?;
     progress.line(&format!("tokenizer: {} ids, from {}", tokenizer.vocab_size(), path.display()));
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
     let resume = Some((last, restore_scheduler));
-    train_run(config, splits, tokenizer, &path, run, resume, schedule_start, progress)
+    train_run(config, splits, tokenizer, &path, run, resume, schedule_start, progress, world)
 }
 
 fn check_text_task(config: &TrainConfig) -> Result<()> {
@@ -83,6 +138,7 @@ struct Run {
     resume: Option<(PathBuf, bool)>,
     schedule_start: u64,
     started: Instant,
+    world: Option<Box<dyn Distributed>>,
 }
 
 /// Seeds, builds the model `model.name` names on the CPU (so a seed gives the same weights
@@ -98,6 +154,7 @@ fn train_run(
     resume: Option<(PathBuf, bool)>,
     schedule_start: u64,
     progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
 ) -> Result<RunSummary> {
     let started = Instant::now();
     seed_everything(config.train.seed);
@@ -113,7 +170,7 @@ fn train_run(
     let c: TextClassifierConfig = text_classifier_config(&config, tokenizer.vocab_size(), num_classes);
     let name = config.model.name.clone();
     let card_tokenizer = CardTokenizer::of_saved(tokenizer.as_ref(), saved)?;
-    let r = Run { config, splits, tokenizer, card_tokenizer, run, resume, schedule_start, started };
+    let r = Run { config, splits, tokenizer, card_tokenizer, run, resume, schedule_start, started, world };
     match name.as_str() {
         "fasttext" => train_model(FastText::new(&c), r, progress),
         "textcnn" => train_model(TextCnn::new(&c), r, progress),
@@ -131,7 +188,10 @@ fn train_run(
 /// [`Trainer`] with the run folder's callbacks, then the test split on the best checkpoint
 /// and `summary.json`.
 fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress) -> Result<RunSummary> {
-    let Run { config, splits, tokenizer, card_tokenizer, run, resume, schedule_start, started } = r;
+    let Run { config, splits, tokenizer, card_tokenizer, run, resume, schedule_start, started, world } = r;
+    let main = world.as_ref().is_none_or(|w| w.is_main());
+    let world_size = world.as_ref().map_or(1, |w| w.world_size());
+    let shard = world.as_ref().map(|w| (w.rank(), w.world_size()));
     let t = &config.train;
     let device = t.device_spec()?.resolve()?;
     to_device(&model, device);
@@ -153,8 +213,9 @@ fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress
         cut.dropped_tokens
     ));
     let val_docs = torchlight_data::Dataset::len(&splits.val);
-    let mut train_loader = loader(train_set, &config, true, device)?;
-    let mut val_loader = loader(Tokenized::new(splits.val, Arc::clone(&tokenizer)), &config, false, device)?;
+    let mut train_loader = sharded_loader(train_set, &config, true, device, shard)?;
+    let val_set = Tokenized::new(splits.val, Arc::clone(&tokenizer));
+    let mut val_loader = sharded_loader(val_set, &config, false, device, shard)?;
     let groups = ParamGroupSummary::of(&param_groups(&config, &model, HEAD)?);
     progress.line(&format!(
         "lr: head {:e}, embeddings and encoder {:e} ({})",
@@ -202,6 +263,9 @@ fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress
     if let Some((last, restore_scheduler)) = resume {
         builder = builder.resume_from(last).restore_scheduler(restore_scheduler);
     }
+    if let Some(world) = world {
+        builder = builder.distributed(world);
+    }
     let mut trainer = builder.build()?;
     let fitted =
         trainer.fit(&mut model, &task, optimizer.as_mut(), &mut train_loader, Some(&mut val_loader))?;
@@ -210,10 +274,14 @@ fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress
     let best_dir = run.checkpoints_dir()?.join("best");
     if let (Some(test), true) = (splits.test, best_dir.join("meta.json").is_file()) {
         Checkpoint::load(&best_dir)?.restore_model(&model)?;
-        let mut test_loader = loader(Tokenized::new(test, Arc::clone(&tokenizer)), &config, false, device)?;
+        let test_set = Tokenized::new(test, Arc::clone(&tokenizer));
+        let mut test_loader = sharded_loader(test_set, &config, false, device, shard)?;
+        // Every rank's shard, reduced: each rank gets the whole test split's metrics.
         let metrics = trainer.evaluate(&model, &task, &mut test_loader, Stage::Test)?;
         let test = MetricsSummary::from_metrics(&metrics)?;
-        plot_confusion_matrix(&test.confusion, &classes, run.confusion_matrix_path())?;
+        if main {
+            plot_confusion_matrix(&test.confusion, &classes, run.confusion_matrix_path())?;
+        }
         progress.line(&format!(
             "test (best checkpoint, epoch {}): acc {:.4}  top{} {:.4}  on {} documents",
             fitted.best.map_or(0, |b| b.1),
@@ -235,16 +303,18 @@ fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress
         seconds: started.elapsed().as_secs_f64(),
         train_images_per_s: fitted.samples_per_s,
         classes,
-        world_size: 1,
+        world_size,
         batch_size: t.batch_size,
         best_ema_val_acc: None,
         best_ema_epoch: None,
         ema_selected: false,
         param_groups: groups,
     };
-    let path = run.summary_path();
-    let text = serde_json::to_string_pretty(&summary).expect("the summary serialises");
-    std::fs::write(&path, text).map_err(|e| RecipeError::io(&path, e))?;
+    if main {
+        let path = run.summary_path();
+        let text = serde_json::to_string_pretty(&summary).expect("the summary serialises");
+        std::fs::write(&path, text).map_err(|e| RecipeError::io(&path, e))?;
+    }
     if val_docs > 0 {
         check_finite_validation(&fitted.history, &summary, t.allow_nonfinite_val, progress)?;
     }

@@ -3,7 +3,9 @@
 //! `test/`), a word vocabulary built from the training split (or a Hugging Face
 //! `tokenizer.json`) saved in the run folder, padded `ids` and `lengths` batches, one of nn's
 //! text classifiers (`fasttext`, `textcnn`, `bilstm`, `transformer`) sized by `[text]`; then
-//! the test split. `torchlight train --task text` is this recipe.
+//! the test split. `torchlight train --task text` is this recipe; [`fit_distributed`] and
+//! [`resume_distributed`] run it as one rank of a data-parallel run (`--nproc N`), each rank on
+//! its shard of the documents ([`sharded_loader`]).
 //!
 //! After training: every checkpoint's [`ModelCard`](crate::ModelCard) carries the tokenizer
 //! ([`CardTokenizer`](crate::CardTokenizer)), so a checkpoint folder alone rebuilds the model
@@ -18,11 +20,11 @@ mod infer;
 mod model;
 
 pub use data::{
-    check_documents, loader, new_tokenizer, open_splits, run_tokenizer, truncation_of, TextCollate,
-    TextDataset, TextLoader, TOKENIZER_FILE, VOCAB_FILE,
+    check_documents, loader, new_tokenizer, open_splits, run_tokenizer, sharded_loader, truncation_of,
+    TextCollate, TextDataset, TextLoader, TOKENIZER_FILE, VOCAB_FILE,
 };
 pub(crate) use fit::HEAD;
-pub use fit::{fit, resume};
+pub use fit::{fit, fit_distributed, resume, resume_distributed};
 pub use infer::{
     document_inputs, eval_loader, evaluate, evaluate_with_logits, open_eval_folder, text_logits, val_loader,
 };

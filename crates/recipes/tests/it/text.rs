@@ -449,3 +449,65 @@ fn a_bucketed_text_run_resumed_after_epoch_1_ends_where_the_straight_run_ends() 
     // lr, train loss and accuracy, val loss, accuracy and top-2 of epoch 2, to every digit.
     assert_eq!(last_row(metrics(&resumed)), last_row(metrics(&straight)));
 }
+
+/// The documents (by the number of their first word, `docN`) in each batch that rank `rank` of
+/// `world` loads from `split` in epoch 1: `train` (shuffled, bucketed with `bucket`) or `val`,
+/// from a records folder of 32 training and 6 validation documents of 1 to 12 words.
+fn rank_batches(root: &Path, split: &str, bucket: bool, shard: Option<(usize, usize)>) -> Vec<Vec<usize>> {
+    use torchlight_recipes::text::{new_tokenizer, open_splits, sharded_loader};
+    let mut config = text_config(root, Path::new("unused"), "fasttext", 1);
+    config.text.bucket = bucket;
+    config.train.batch_size = 4;
+    config.data.workers = 0;
+    let splits = open_splits(&config).unwrap();
+    let (tokenizer, _) = new_tokenizer(&config, &splits).unwrap();
+    let id_of: std::collections::HashMap<u32, usize> =
+        (0..32).map(|n| (tokenizer.encode(&format!("doc{n}")).unwrap()[0], n)).collect();
+    let (docs, train) = if split == "train" { (splits.train, true) } else { (splits.val, false) };
+    let set = torchlight_text::Tokenized::new(docs, tokenizer);
+    let mut loader = sharded_loader(set, &config, train, tch::Device::Cpu, shard).unwrap();
+    loader
+        .epoch_from(1, 0)
+        .map(|b| {
+            let ids = b.unwrap().0.get("ids").unwrap().select(1, 0);
+            Vec::<i64>::try_from(ids).unwrap().iter().map(|&id| id_of[&(id as u32)]).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn two_ranks_load_disjoint_shards_of_the_documents_plain_and_bucketed() {
+    let tmp = temp_dir();
+    let root = tmp.path().join("records");
+    std::fs::create_dir_all(&root).unwrap();
+    let rows = |range: std::ops::Range<usize>| -> Vec<(String, &str)> {
+        range
+            .map(|n| {
+                let words: Vec<String> = (0..n % 12).map(|w| format!("w{w}")).collect();
+                (format!("doc{n} {}", words.join(" ")), ["a", "b"][n % 2])
+            })
+            .collect()
+    };
+    write_csv(&root.join("train.csv"), &rows(0..32));
+    // The validation documents repeat the first six, so their first words are in the vocabulary.
+    write_csv(&root.join("val.csv"), &rows(0..6));
+    for (split, bucket, docs) in [("train", false, 32), ("train", true, 32), ("val", false, 6)] {
+        let what = format!("{split}, text.bucket = {bucket}");
+        let whole: Vec<usize> = rank_batches(&root, split, bucket, None).concat();
+        assert_eq!(whole.len(), docs, "{what}");
+        let ranks: Vec<Vec<Vec<usize>>> =
+            (0..2).map(|r| rank_batches(&root, split, bucket, Some((r, 2)))).collect();
+        assert_eq!(ranks[0].len(), ranks[1].len(), "{what}: as many steps on every rank");
+        assert!(ranks.iter().flatten().all(|b| b.len() == 4 || (b.len() == 3 && split == "val")), "{what}");
+        let mut seen: Vec<usize> = ranks.concat().concat();
+        seen.sort_unstable();
+        let mut expected = whole.clone();
+        expected.sort_unstable();
+        assert_eq!(seen, expected, "{what}: the ranks' shards are disjoint and cover the split");
+    }
+    // Bucketed, every rank's batch is one the whole run would have made (of similar lengths).
+    let whole = rank_batches(&root, "train", true, None);
+    for batch in rank_batches(&root, "train", true, Some((1, 2))) {
+        assert!(whole.contains(&batch), "{batch:?} is not one of {whole:?}");
+    }
+}
