@@ -1,4 +1,4 @@
-//! timm 1.0.31's models in Hub folders: `tests/fixtures/timm/make_timm.py` (run by hand with timm)
+//! timm 1.0.31's models in Hub folders: `tests/fixtures/timm/make_timm.py` (run by hand with `.pyref/bin/python`)
 //! records each model's `state_dict` keys and shapes, the `config.json` timm's `save_for_hf`
 //! writes, an input and timm's eval logits for weights from a formula both sides compute with
 //! the same libtorch op. Here the weights are rebuilt, written as `model.safetensors` beside
