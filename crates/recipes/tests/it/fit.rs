@@ -747,8 +747,8 @@ fn nan_starting_weights_and_unsupported_hub_folders_name_the_cause() {
     std::fs::write(hub.join("config.json"), r#"{"architecture": "resnet9000", "num_classes": 1000}"#)
         .unwrap();
     torchlight_nn::save_safetensors(&torchlight_nn::resnet18(1000), hub.join("model.safetensors")).unwrap();
-    c.model.pretrained = Some(hub);
-    let err = fit(c, &Progress::quiet()).unwrap_err().to_string();
+    c.model.pretrained = Some(hub.clone());
+    let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
     assert!(
         err.contains("`resnet9000`")
             && err.contains("not a supported architecture")
@@ -756,4 +756,28 @@ fn nan_starting_weights_and_unsupported_hub_folders_name_the_cause() {
         "{err}"
     );
     assert!(!err.contains("model.name = \"resnet9000\""), "{err}");
+    // A registry name whose timm layout is not torchvision's (timm's efficientnet_b0 has
+    // `conv_stem`/`blocks.*`): one line, before the load, not a list of keys.
+    std::fs::write(hub.join("config.json"), r#"{"architecture": "efficientnet_b0", "num_classes": 1000}"#)
+        .unwrap();
+    c.model.name = "efficientnet_b0".into();
+    let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        !err.contains('\n')
+            && err.contains("`efficientnet_b0` is not a supported architecture")
+            && err.contains("resnet18, ")
+            && err.contains("resnet50d")
+            && !err.contains("conv_stem"),
+        "{err}"
+    );
+    // A model name the registry lacks (timm's MobileNetV3 name): one line, listing the names.
+    c.model.name = "mobilenetv3_large_100".into();
+    let err = fit(c, &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        !err.contains('\n')
+            && err.contains("mobilenetv3_large_100")
+            && err.contains("unknown model")
+            && err.contains("resnet50d"),
+        "{err}"
+    );
 }
