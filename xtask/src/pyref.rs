@@ -1,5 +1,5 @@
-//! The reference PyTorch: a Python virtual environment with torch 2.11.0 and torchvision
-//! 0.26.0, which parity tests use to generate fixtures too large to commit.
+//! The reference PyTorch: a Python virtual environment with torch 2.11.0, torchvision 0.26.0
+//! and timm 1.0.31, which parity tests use to generate fixtures too large to commit.
 //!
 //! Like libtorch, it is installed once per user into the cache (about 4.7 GB: `import torch`
 //! needs torch's full dependency set, CUDA libraries included) and linked into the workspace
@@ -24,6 +24,9 @@ const PACKAGES: &[&str] = &[
     // The bench's Hugging Face text pipeline row and the tokenizer parity check (the version
     // of the Rust `tokenizers` crate torchlight-text builds).
     "tokenizers==0.23.2",
+    // The timm fixture scripts (Hub folders, key layouts, layer decay, eval transform sizes);
+    // its other dependencies (pyyaml, huggingface_hub) come with tokenizers and torchvision.
+    "timm==1.0.31",
     // Only for regenerating the vision fixtures (real photographs bundled with scikit-image).
     "scikit-image==0.26.0",
 ];

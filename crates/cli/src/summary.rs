@@ -18,7 +18,8 @@ use torchlight_recipes::{
 /// Options of `torchlight summary`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Architecture: resnet18 ... resnet152, mobilenet_v2, mobilenet_v3_small/large,
+    /// Architecture: resnet18 ... resnet152 (timm's resnet18d ...
+    /// resnet152d too), mobilenet_v2, mobilenet_v3_small/large,
     /// efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small, vit_b_16, vit_s_16
     /// (default: the config's `model.name`, else resnet18); or a text model: fasttext,
     /// textcnn, bilstm, transformer (sized by the config's `[text]` section and --vocab-size).

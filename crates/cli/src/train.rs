@@ -21,7 +21,8 @@ pub struct Args {
     /// A TOML config file with every hyperparameter.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Architecture (config `model.name`): resnet18 ... resnet152, mobilenet_v2,
+    /// Architecture (config `model.name`): resnet18 ... resnet152 (timm's resnet18d ...
+    /// resnet152d too), mobilenet_v2,
     /// mobilenet_v3_small/large, efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small,
     /// vit_b_16, vit_s_16 (`torchlight summary --model NAME` shows one); with `--task text`:
     /// fasttext, textcnn, bilstm, transformer.

@@ -13,7 +13,7 @@ use std::path::Path;
 use tch::{Kind, Tensor};
 use torchlight_nn::{
     AdaptiveAvgPool2d, AvgPool2d, BasicBlock, BatchNorm2d, Bottleneck, Conv2d, Dropout, Flatten, Identity,
-    LeakyReLU, Linear, MaxPool2d, Module, ReLU, ResNet, Sequential, SiLU, Sigmoid, Tanh, GELU,
+    LeakyReLU, Linear, MaxPool2d, Module, ReLU, ResNet, ResNetStem, Sequential, SiLU, Sigmoid, Tanh, GELU,
 };
 use torchlight_vision::EvalPreprocessing;
 
@@ -451,8 +451,18 @@ impl Builder {
             return self.residual(path, &b.downsample, out, x);
         }
         if let Some(r) = any.downcast_ref::<ResNet>() {
-            let out = self.conv(&join(path, "conv1"), &r.conv1, Some(&r.bn1), x);
-            let out = self.bn_if_unfolded(&join(path, "bn1"), &r.bn1, out)?;
+            let out = match &r.conv1 {
+                ResNetStem::Conv(conv1) => {
+                    let out = self.conv(&join(path, "conv1"), conv1, Some(&r.bn1), x);
+                    self.bn_if_unfolded(&join(path, "bn1"), &r.bn1, out)?
+                }
+                // timm's deep stem: its last convolution has no BatchNorm of its own to fold
+                // (`bn1` follows the Sequential), so `bn1` stays a BatchNormalization node.
+                ResNetStem::Deep(stem) => {
+                    let out = self.sequential(&join(path, "conv1"), stem, x)?;
+                    self.batch_norm(&join(path, "bn1"), &r.bn1, out)?
+                }
+            };
             let mut out = Value {
                 name: self.node("Relu", &join(path, "relu"), vec![out.name], vec![]),
                 rank: out.rank,

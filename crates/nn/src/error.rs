@@ -87,6 +87,17 @@ pub enum NnError {
         /// What does not fit.
         reason: String,
     },
+    /// A Hub folder's timm architecture whose timm weights Torchlight does not load (see
+    /// [`TIMM_ARCHITECTURES`](crate::TIMM_ARCHITECTURES)), found before any weights are read.
+    #[error("`{name}` is not a supported architecture for timm weights{note}; supported: {}", supported.join(", "))]
+    UnsupportedTimmArchitecture {
+        /// The architecture as the folder names it.
+        name: String,
+        /// Why, when more can be said (a registry name whose timm layout differs).
+        note: String,
+        /// The timm architectures that load.
+        supported: Vec<&'static str>,
+    },
     /// Tensors of shapes that cannot go together.
     #[error("{what}: {detail}")]
     Shape {

@@ -152,8 +152,10 @@ pub use registry::{
     architecture, architecture_names, register_architecture, Architecture, BuildFn, ClassifierFn, ModelSpec,
 };
 pub use resnet::{
-    resnet101, resnet101_on, resnet152, resnet152_on, resnet18, resnet18_on, resnet34, resnet34_on, resnet50,
-    resnet50_on, resnet_by_name, resnet_by_name_on, BasicBlock, BlockKind, Bottleneck, ResNet,
+    resnet101, resnet101_on, resnet101d, resnet101d_on, resnet152, resnet152_on, resnet152d, resnet152d_on,
+    resnet18, resnet18_on, resnet18d, resnet18d_on, resnet34, resnet34_on, resnet34d, resnet34d_on, resnet50,
+    resnet50_on, resnet50d, resnet50d_on, resnet_by_name, resnet_by_name_on, BasicBlock, BlockKind,
+    Bottleneck, ResNet, ResNetStem, ResNetVariant,
 };
 pub use rnn::{GruOutput, LstmOutput, RnnConfig, GRU, LSTM};
 pub use sequential::Sequential;
@@ -169,8 +171,8 @@ pub use text_classifiers::{
     TransformerClassifier, PAD_ID,
 };
 pub use timm::{
-    hub_weights_file, parse_hub_config, read_hub_folder, timm_layout, timm_to_torchvision, HubConfig,
-    HubFolder, PretrainedCfg, HUB_WEIGHT_FILES,
+    check_timm_architecture, hub_weights_file, parse_hub_config, read_hub_folder, timm_layout,
+    timm_to_torchvision, HubConfig, HubFolder, PretrainedCfg, HUB_WEIGHT_FILES, TIMM_ARCHITECTURES,
 };
 pub use transformer::{
     TransformerActivation, TransformerEncoder, TransformerEncoderLayer, TransformerEncoderLayerConfig,

@@ -17,7 +17,10 @@ use crate::mobilenetv2::{mobilenet_v2_on, MobileNetV2};
 use crate::mobilenetv3::{mobilenet_v3_large_on, mobilenet_v3_small_on, MobileNetV3};
 use crate::module::Module;
 use crate::options::LayerOptions;
-use crate::resnet::{resnet101_on, resnet152_on, resnet18_on, resnet34_on, resnet50_on, ResNet};
+use crate::resnet::{
+    resnet101_on, resnet101d_on, resnet152_on, resnet152d_on, resnet18_on, resnet18d_on, resnet34_on,
+    resnet34d_on, resnet50_on, resnet50d_on, ResNet,
+};
 use crate::vision_transformer::{VisionTransformer, VitConfig};
 use std::sync::RwLock;
 
@@ -163,6 +166,11 @@ const BUILT_IN: &[Architecture] = &[
     fixed_size!("resnet50", "fc.", resnet50_on, ResNet, resnet_layer_ids),
     fixed_size!("resnet101", "fc.", resnet101_on, ResNet, resnet_layer_ids),
     fixed_size!("resnet152", "fc.", resnet152_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet18d", "fc.", resnet18d_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet34d", "fc.", resnet34d_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet50d", "fc.", resnet50d_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet101d", "fc.", resnet101d_on, ResNet, resnet_layer_ids),
+    fixed_size!("resnet152d", "fc.", resnet152d_on, ResNet, resnet_layer_ids),
     fixed_size!("mobilenet_v2", "classifier.1.", mobilenet_v2_on, MobileNetV2, mobilenet_v2_layer_ids),
     fixed_size!(
         "mobilenet_v3_small",
@@ -273,6 +281,7 @@ mod tests {
         // One of each family, initialised: the head on the features is the model's forward.
         let families = [
             "resnet18",
+            "resnet18d",
             "mobilenet_v2",
             "mobilenet_v3_small",
             "efficientnet_b0",

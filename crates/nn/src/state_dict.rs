@@ -496,8 +496,14 @@ pub fn write_safetensors(tensors: &[(String, Tensor)], path: impl AsRef<Path>) -
 /// Reads weights with [`read_weights`] and loads them with [`load_state_dict`]. Weights in one
 /// of timm's key layouts (ViT, ConvNeXt; see [`timm_to_torchvision`](crate::timm_to_torchvision))
 /// are first mapped onto torchvision's, unless the model itself has timm's keys; the report's
-/// `rewrites` says so.
+/// `rewrites` says so. A Hub folder whose `config.json` names an architecture timm's weights of
+/// which do not load is refused before its weights are read
+/// ([`check_timm_architecture`](crate::check_timm_architecture)).
 pub fn load_weights(model: &dyn Module, path: impl AsRef<Path>, options: &LoadOptions) -> Result<LoadReport> {
+    let path = path.as_ref();
+    if path.is_dir() {
+        crate::timm::check_hub_architecture(path)?;
+    }
     let weights = read_weights(path)?;
     let model_keys = named_tensors(model);
     let own_layout =

@@ -2,7 +2,9 @@
 //! `pytorch_model.bin`) and timm's `state_dict` key layouts mapped onto the torchvision-equivalent
 //! modules where the math is the same (timm 1.0.31).
 //!
-//! - ResNet (`resnet18`..`resnet152`): timm's keys are torchvision's; nothing to map.
+//! - ResNet (`resnet18`..`resnet152`): timm's keys are torchvision's; nothing to map. The `d`
+//!   variants (`resnet18d`..`resnet152d`) are built with timm's keys
+//!   ([`ResNetVariant::D`](crate::ResNetVariant::D)); nothing to map either.
 //! - ViT / DeiT (`vit_*_patch16_*`, `deit_*_patch16_*`, class token, no `fc_norm`): `cls_token`,
 //!   `pos_embed`, `patch_embed.proj`, `blocks.N.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1,
 //!   mlp.fc2}`, `norm`, `head` onto [`VisionTransformer`](crate::VisionTransformer)'s keys (timm's
@@ -17,6 +19,73 @@
 use crate::error::{NnError, Result};
 use std::path::{Path, PathBuf};
 use tch::Tensor;
+
+/// The timm architectures (timm 1.0.31's names) whose timm `state_dict` loads strictly into the
+/// registry's architecture of the same name: the only `architecture`s a Hub folder may hold.
+/// Other names are refused in one line by [`check_timm_architecture`] before any weights are
+/// read, including registry names whose timm layout differs from the torchvision module the
+/// registry builds (timm's `efficientnet_b0` has `conv_stem`/`blocks.*`, torchvision's
+/// `features.*`).
+pub const TIMM_ARCHITECTURES: &[&str] = &[
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnet152",
+    "resnet18d",
+    "resnet34d",
+    "resnet50d",
+    "resnet101d",
+    "resnet152d",
+    "convnext_tiny",
+    "convnext_small",
+    "vit_tiny_patch16_224",
+    "vit_small_patch16_224",
+    "vit_base_patch16_224",
+    "deit_tiny_patch16_224",
+    "deit_small_patch16_224",
+    "deit_base_patch16_224",
+];
+
+/// Whether timm's weights of the architecture `name` (a Hub folder's `architecture`, its `.tag`
+/// removed) load into Torchlight: `name` is one of [`TIMM_ARCHITECTURES`].
+///
+/// # Errors
+/// [`NnError::UnsupportedTimmArchitecture`], one line naming `name` and listing the supported
+/// ones (and saying so when the registry has `name` with torchvision's layout).
+pub fn check_timm_architecture(name: &str) -> Result<()> {
+    let name = name.split('.').next().unwrap_or(name);
+    if TIMM_ARCHITECTURES.contains(&name) {
+        return Ok(());
+    }
+    let note = if crate::registry::architecture(name).is_some() {
+        format!(" (Torchlight's `{name}` has torchvision's keys, which timm's `{name}` does not share)")
+    } else {
+        String::new()
+    };
+    Err(NnError::UnsupportedTimmArchitecture {
+        name: name.to_string(),
+        note,
+        supported: TIMM_ARCHITECTURES.to_vec(),
+    })
+}
+
+/// The `architecture` of the Hub folder `dir` when it has a `config.json` (`None` for a folder
+/// with weights only), checked with [`check_timm_architecture`].
+///
+/// # Errors
+/// As [`read_hub_folder`]'s for the `config.json`, and [`check_timm_architecture`]'s.
+pub(crate) fn check_hub_architecture(dir: &Path) -> Result<Option<String>> {
+    let path = dir.join("config.json");
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    crate::file_kind::regular_file(&path)?;
+    let text = std::fs::read_to_string(&path).map_err(|error| NnError::Io { path: path.clone(), error })?;
+    let config = parse_hub_config(&path, &text)?;
+    check_timm_architecture(&config.architecture)?;
+    Ok(Some(config.architecture))
+}
 
 /// The weight files of a Hub model folder, in the order they are preferred.
 pub const HUB_WEIGHT_FILES: &[&str] = &["model.safetensors", "pytorch_model.bin"];

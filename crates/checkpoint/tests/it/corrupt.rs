@@ -60,13 +60,13 @@ fn another_architecture_names_the_mismatched_keys_and_loads_nothing() {
     save(dir.join("ck"), &Snapshot::model(&model)).unwrap();
     let mut checkpoint = Checkpoint::load(dir.join("ck")).unwrap();
     let other = resnet34(10);
-    let before = other.conv1.weight.copy();
+    let before = other.conv1.first_conv().weight.copy();
     let err = checkpoint.restore_model(&other).unwrap_err().to_string();
     assert!(
         err.contains("model.safetensors") && err.contains("missing key(s): layer1.2.conv1.weight"),
         "{err}"
     );
-    assert!(other.conv1.weight.equal(&before));
+    assert!(other.conv1.first_conv().weight.equal(&before));
     let err = checkpoint.restore_model(&resnet18(5)).unwrap_err().to_string();
     assert!(err.contains("fc.weight (weights [10, 512], model [5, 512])"), "{err}");
     let err = checkpoint.restore_optimizer(&mut dummy_optimizer()).unwrap_err().to_string();

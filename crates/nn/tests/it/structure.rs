@@ -22,7 +22,7 @@ fn freezing_all_but_the_head_changes_the_trainable_count() {
     unfreeze(&model, "fc.");
     let y = model.forward_t(&Tensor::ones([2, 3, 32, 32], (Kind::Float, Device::Cpu)), true);
     y.sum(Kind::Float).backward();
-    assert!(!model.conv1.weight.grad().defined());
+    assert!(!model.conv1.first_conv().weight.grad().defined());
     assert!(model.fc.weight.grad().defined());
 }
 
@@ -117,15 +117,15 @@ fn state_dict_loading_reports_like_pytorch_and_never_half_loads() {
     let src = resnet18(1000);
     let mut dst = resnet18(1000);
     dst.replace_fc(3);
-    let before = dst.conv1.weight.copy();
+    let before = dst.conv1.first_conv().weight.copy();
     let err = load_state_dict(&dst, state_dict(&src), &LoadOptions::lenient()).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("fc.weight (weights [1000, 512], model [3, 512])"), "{text}");
-    assert!(dst.conv1.weight.equal(&before), "nothing is copied when loading fails");
+    assert!(dst.conv1.first_conv().weight.equal(&before), "nothing is copied when loading fails");
     let report = load_state_dict(&dst, state_dict(&src), &LoadOptions::strict().skip("fc.")).unwrap();
     assert_eq!(report.skipped, ["fc.weight", "fc.bias"]);
     assert!(report.missing.is_empty() && report.unexpected.is_empty());
-    assert!(dst.conv1.weight.equal(&src.conv1.weight));
+    assert!(dst.conv1.first_conv().weight.equal(&src.conv1.first_conv().weight));
 
     let mut partial = state_dict(&src);
     partial.retain(|(k, _)| !k.starts_with("layer4."));

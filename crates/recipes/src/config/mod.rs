@@ -434,7 +434,7 @@ impl DataConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
     /// Architecture, a name of the registry (`torchlight_nn::architecture_names()`: the ResNet
-    /// family, MobileNetV2/V3, EfficientNet, ConvNeXt, ViT and any registered by the program).
+    /// family with timm's `d` variants, MobileNetV2/V3, EfficientNet, ConvNeXt, ViT and any registered by the program).
     /// Default `resnet18`.
     pub name: String,
     /// Starting weights: a torchvision `.pth`, a safetensors file, a PyTorch Lightning `.ckpt`

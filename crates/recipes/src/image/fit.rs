@@ -337,19 +337,16 @@ fn model_ema(config: &TrainConfig, world_size: usize) -> Result<ModelEma> {
 }
 
 /// A Hub model folder as `model.pretrained`: its `config.json` reads, it has a weights file, and
-/// its `architecture` is one the registry has and the config's `model.name` (a mismatch would fail the load anyway, with
-/// a list of keys instead of the reason).
+/// its `architecture` is one whose timm weights load ([`torchlight_nn::TIMM_ARCHITECTURES`]) and
+/// the config's `model.name` (either failing would fail the load anyway, with a list of keys
+/// instead of the reason).
 fn check_hub_folder(config: &TrainConfig, dir: &std::path::Path) -> Result<()> {
     let folder = torchlight_nn::read_hub_folder(dir)?;
-    if torchlight_nn::architecture(&folder.config.architecture).is_none() {
+    if let Err(e) = torchlight_nn::check_timm_architecture(&folder.config.architecture) {
         return Err(RecipeError::InvalidConfig {
             field: "model.pretrained".into(),
             value: dir.display().to_string(),
-            reason: format!(
-                "the weights folder holds a `{}` (its config.json's `architecture`), which is not a supported architecture; supported: {}",
-                folder.config.architecture,
-                torchlight_nn::architecture_names().join(", ")
-            ),
+            reason: format!("the weights folder holds a timm model (its config.json's `architecture`): {e}"),
         });
     }
     if folder.config.architecture != config.model.name {

@@ -747,8 +747,8 @@ fn nan_starting_weights_and_unsupported_hub_folders_name_the_cause() {
     std::fs::write(hub.join("config.json"), r#"{"architecture": "resnet9000", "num_classes": 1000}"#)
         .unwrap();
     torchlight_nn::save_safetensors(&torchlight_nn::resnet18(1000), hub.join("model.safetensors")).unwrap();
-    c.model.pretrained = Some(hub);
-    let err = fit(c, &Progress::quiet()).unwrap_err().to_string();
+    c.model.pretrained = Some(hub.clone());
+    let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
     assert!(
         err.contains("`resnet9000`")
             && err.contains("not a supported architecture")
@@ -756,4 +756,62 @@ fn nan_starting_weights_and_unsupported_hub_folders_name_the_cause() {
         "{err}"
     );
     assert!(!err.contains("model.name = \"resnet9000\""), "{err}");
+    // A registry name whose timm layout is not torchvision's (timm's efficientnet_b0 has
+    // `conv_stem`/`blocks.*`): one line, before the load, not a list of keys.
+    std::fs::write(hub.join("config.json"), r#"{"architecture": "efficientnet_b0", "num_classes": 1000}"#)
+        .unwrap();
+    c.model.name = "efficientnet_b0".into();
+    let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        !err.contains('\n')
+            && err.contains("`efficientnet_b0` is not a supported architecture")
+            && err.contains("resnet18, ")
+            && err.contains("resnet50d")
+            && !err.contains("conv_stem"),
+        "{err}"
+    );
+    // A model name the registry lacks (timm's MobileNetV3 name): one line, listing the names.
+    c.model.name = "mobilenetv3_large_100".into();
+    let err = fit(c, &Progress::quiet()).unwrap_err().to_string();
+    assert!(
+        !err.contains('\n')
+            && err.contains("mobilenetv3_large_100")
+            && err.contains("unknown model")
+            && err.contains("resnet50d"),
+        "{err}"
+    );
+}
+
+/// A Hub folder of timm's `resnet50d` (deep stem, average-pool shortcuts, timm's keys) is the
+/// model's starting point through the same path as the torchvision-keyed ResNets' folders:
+/// every backbone tensor is the folder's, the 1000-class head replaced by a 3-class one.
+#[test]
+fn a_resnet50d_hub_folder_is_the_starting_point() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    let hub = tmp.path().join("resnet50d.ra2_in1k");
+    std::fs::create_dir_all(&hub).unwrap();
+    std::fs::write(hub.join("config.json"), r#"{"architecture": "resnet50d.ra2_in1k", "num_classes": 1000}"#)
+        .unwrap();
+    let pretrained = torchlight_nn::resnet50d(1000);
+    torchlight_nn::save_safetensors(&pretrained, hub.join("model.safetensors")).unwrap();
+    let mut config = small_config(&tmp.path().join("data"), &tmp.path().join("runs"), 1);
+    config.model.name = "resnet50d".into();
+    config.model.pretrained = Some(hub);
+    config.validate().unwrap();
+    let model = build_model(&config, 3, Device::Cpu).unwrap();
+    let before: std::collections::HashMap<String, tch::Tensor> =
+        torchlight_nn::state_dict(&pretrained).into_iter().collect();
+    let after = torchlight_nn::state_dict(model.as_ref());
+    assert_eq!(after.len(), before.len());
+    for key in ["conv1.6.weight", "layer2.0.downsample.1.weight"] {
+        assert!(after.iter().any(|(k, _)| k == key), "timm's key {key}");
+    }
+    for (name, t) in after {
+        if name.starts_with("fc.") {
+            assert_eq!(t.size()[0], 3, "{name}: the new head");
+        } else {
+            assert!(t.equal(&before[&name]), "{name}: the folder's");
+        }
+    }
 }
