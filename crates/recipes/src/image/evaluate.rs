@@ -48,12 +48,20 @@ pub fn evaluate_with_logits(
     progress: &Progress,
 ) -> Result<Evaluated> {
     let metrics = run(model, loader, device, config, num_classes, true, progress)?;
-    let kept = metrics.find::<Calibration>().and_then(|c| Some((c.logits()?, c.labels()?)));
-    let (logits, labels) = kept.ok_or_else(|| TrainError::Metric {
-        metric: "calibration".into(),
-        reason: "the evaluated data held no images".into(),
-    })?;
-    Ok(Evaluated { summary: MetricsSummary::from_metrics(&metrics)?, logits, labels })
+    Evaluated::from_metrics(&metrics, "images")
+}
+
+impl Evaluated {
+    /// The summary and the logits and labels the `Calibration` metric of a test stage kept
+    /// (an error saying the data held no `unit`, images or documents, when it kept none).
+    pub(crate) fn from_metrics(metrics: &MetricSet, unit: &str) -> Result<Self> {
+        let kept = metrics.find::<Calibration>().and_then(|c| Some((c.logits()?, c.labels()?)));
+        let (logits, labels) = kept.ok_or_else(|| TrainError::Metric {
+            metric: "calibration".into(),
+            reason: format!("the evaluated data held no {unit}"),
+        })?;
+        Ok(Evaluated { summary: MetricsSummary::from_metrics(metrics)?, logits, labels })
+    }
 }
 
 fn run(

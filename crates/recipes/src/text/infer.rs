@@ -15,9 +15,7 @@ use torchlight_tensor::no_grad;
 use torchlight_text::{
     is_empty_document, read_records, records_files, Columns, PadCollate, TextFolder, Tokenized, Tokenizer,
 };
-use torchlight_train::{
-    BatchSource, Calibration, Classification, MetricSet, MetricsSummary, Progress, Stage, TrainError,
-};
+use torchlight_train::{BatchSource, Classification, MetricSet, MetricsSummary, Progress, Stage};
 
 /// The documents to evaluate at `dir`, every one read once first (an unreadable, non-UTF-8 or
 /// empty one is an error naming the file, as for training): a TextFolder (`dir/<class>/*.txt`);
@@ -96,12 +94,7 @@ pub fn evaluate_with_logits(
     progress: &Progress,
 ) -> Result<Evaluated> {
     let metrics = dispatch(model, loader, device, config, num_classes, true, progress)?;
-    let kept = metrics.find::<Calibration>().and_then(|c| Some((c.logits()?, c.labels()?)));
-    let (logits, labels) = kept.ok_or_else(|| TrainError::Metric {
-        metric: "calibration".into(),
-        reason: "the evaluated data held no documents".into(),
-    })?;
-    Ok(Evaluated { summary: MetricsSummary::from_metrics(&metrics)?, logits, labels })
+    Evaluated::from_metrics(&metrics, "documents")
 }
 
 /// The loader of the validation split of the text data at `config.data.root` (`val/`,
