@@ -2,7 +2,8 @@
 //! errors naming the field, its value and why.
 
 use super::{
-    AutoAugmentKind, ClassWeights, SamplerKind, SchedulerConfig, TaskKind, TrainConfig, TEXT_MODELS,
+    AutoAugmentKind, ClassWeights, Interpolation, SamplerKind, SchedulerConfig, TaskKind, TrainConfig,
+    TEXT_MODELS,
 };
 
 /// The largest `data.image_size`: 8K pixels a side (a 3-channel float image of 768 MiB).
@@ -565,7 +566,8 @@ impl TrainConfig {
             ("data.ra_reps", d.ra_reps != 1),
             ("data.auto_augment", d.auto_augment != AutoAugmentKind::None),
             ("data.random_erase", d.random_erase != 0.0),
-            ("data.interpolation", d.interpolation.is_some()),
+            // Runs saved before it was optional wrote `interpolation = "bilinear"`: still read.
+            ("data.interpolation", d.interpolation.is_some_and(|i| i != Interpolation::Bilinear)),
             ("data.crop_pct", d.crop_pct.is_some()),
             ("data.mean", d.mean.is_some()),
             ("data.std", d.std.is_some()),

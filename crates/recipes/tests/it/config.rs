@@ -684,4 +684,10 @@ fn interpolation_reaches_the_train_crop_and_the_eval_resize() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("data.interpolation"), "{err}");
+    // A text run saved before the key was optional wrote `interpolation = "bilinear"`: it still validates.
+    TrainConfig::from_toml_str(
+        "[data]\ninterpolation = \"bilinear\"\n[model]\nname = \"fasttext\"\n[train]\ntask = \"text\"\n",
+    )
+    .and_then(|c| c.validate())
+    .unwrap();
 }
