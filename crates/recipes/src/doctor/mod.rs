@@ -228,10 +228,7 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
     }
     // The preprocessing a run would use: a Hub folder's pretrained_cfg fills the unset keys (a
     // folder that does not read is the model check's finding, not an error here).
-    let mut resolved = config.clone();
-    if crate::image::apply_pretrained_cfg(&mut resolved).is_err() {
-        resolved = config.clone();
-    }
+    let resolved = crate::image::with_pretrained_cfg(config).unwrap_or_else(|_| config.clone());
     let config = &resolved;
     let mut report = DoctorReport { findings: check_data(config, options)? };
     if report.worst() == Status::Fail {

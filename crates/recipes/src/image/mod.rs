@@ -20,3 +20,4 @@ pub use data::{
 pub use evaluate::{evaluate, evaluate_with_logits, Evaluated};
 pub use fit::{fit, fit_distributed, resume, resume_distributed};
 pub use pretrained_cfg::apply_pretrained_cfg;
+pub(crate) use pretrained_cfg::with_pretrained_cfg;

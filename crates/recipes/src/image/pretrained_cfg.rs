@@ -104,3 +104,11 @@ pub fn apply_pretrained_cfg(config: &mut TrainConfig) -> Result<Option<String>> 
     }
     Ok(Some(line))
 }
+
+/// `config` with [`apply_pretrained_cfg`] applied, for a tool that shows what a run would use
+/// (`augment`) without starting one.
+pub(crate) fn with_pretrained_cfg(config: &TrainConfig) -> Result<TrainConfig> {
+    let mut resolved = config.clone();
+    apply_pretrained_cfg(&mut resolved)?;
+    Ok(resolved)
+}

@@ -176,3 +176,28 @@ fn unsupported_pretrained_cfg_values_are_named() {
     c.set("data.crop_pct", "none").unwrap();
     c.validate().unwrap();
 }
+
+/// `augment_files` shows the run's train transform: with a Hub folder as `model.pretrained`
+/// its views are those of a config that sets the folder's values itself (bicubic crop, CLIP's
+/// mean/std), bit for bit, and not those of the defaults.
+#[test]
+fn augment_shows_the_train_transform_with_the_folders_preprocessing() {
+    use torchlight_recipes::image::{augment_files, Draws};
+    let tmp = temp_dir();
+    let image = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../vision/tests/fixtures/inputs/chelsea.png");
+    let views = |c: &TrainConfig| {
+        let out = augment_files(c, std::slice::from_ref(&image), 2, Draws::Loader).unwrap();
+        out[0].tensors.iter().map(|t| t.data.clone()).collect::<Vec<_>>()
+    };
+    let with_folder = config_for(&hub_folder(tmp.path(), "bicubic"));
+    let mut by_hand = config_for(Path::new("none"));
+    by_hand.model.pretrained = None;
+    by_hand.set("data.interpolation", "bicubic").unwrap();
+    by_hand.set("data.mean", "[0.48145466, 0.4578275, 0.40821073]").unwrap();
+    by_hand.set("data.std", "[0.26862954, 0.26130258, 0.27577711]").unwrap();
+    let got = views(&with_folder);
+    assert_eq!(got, views(&by_hand));
+    by_hand.data = TrainConfig::default().data;
+    by_hand.data.image_size = 32;
+    assert_ne!(got, views(&by_hand));
+}
