@@ -10,6 +10,7 @@ mod distributed;
 mod doctor;
 mod harden;
 mod hostile;
+mod hub_cfg;
 mod setup;
 mod text;
 

@@ -57,6 +57,9 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.auto_augment",
     "data.random_erase",
     "data.interpolation",
+    "data.crop_pct",
+    "data.mean",
+    "data.std",
     "model.name",
     "model.pretrained",
     "model.key_rewrite",
@@ -294,11 +297,25 @@ pub struct DataConfig {
     /// tensor, the last step. 0 (the default) leaves it out.
     pub random_erase: f64,
     /// torchvision's `--interpolation`: how the train crop (RandomResizedCrop) and the
-    /// evaluation resize sample images, `bilinear` (the default), `bicubic` or `nearest`, each
-    /// PIL's (antialiased when shrinking, nearest aside). Exported models and `predict` resize
-    /// the same way.
-    #[serde(deserialize_with = "word")]
-    pub interpolation: Interpolation,
+    /// evaluation resize sample images, `bilinear`, `bicubic` or `nearest`, each PIL's
+    /// (antialiased when shrinking, nearest aside). Exported models and `predict` resize the
+    /// same way. Unset, a Hub model folder's `pretrained_cfg.interpolation` decides, else
+    /// `bilinear` ([`DataConfig::interpolation`]).
+    #[serde(deserialize_with = "optional_word", skip_serializing_if = "Option::is_none")]
+    pub interpolation: Option<Interpolation>,
+    /// timm's `crop_pct`: the evaluation resize is `floor(image_size / crop_pct)` before the
+    /// centre crop of `image_size`. Unset, a Hub model folder's `pretrained_cfg.crop_pct`
+    /// decides, else torchvision's `image_size * 256 / 224` (the same as 0.875).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crop_pct: Option<f64>,
+    /// The per-channel RGB mean both transforms normalise with. Unset, a Hub model folder's
+    /// `pretrained_cfg.mean` decides, else ImageNet's `[0.485, 0.456, 0.406]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean: Option<[f64; 3]>,
+    /// The per-channel RGB standard deviation both transforms normalise with. Unset, a Hub
+    /// model folder's `pretrained_cfg.std` decides, else ImageNet's `[0.229, 0.224, 0.225]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub std: Option<[f64; 3]>,
 }
 
 /// How images are resized (`data.interpolation`).
@@ -405,7 +422,10 @@ impl Default for DataConfig {
             ra_reps: 1,
             auto_augment: AutoAugmentKind::None,
             random_erase: 0.0,
-            interpolation: Interpolation::Bilinear,
+            interpolation: None,
+            crop_pct: None,
+            mean: None,
+            std: None,
         }
     }
 }
@@ -422,6 +442,18 @@ impl DataConfig {
     /// `root/test` (optional).
     pub fn test_dir(&self) -> PathBuf {
         self.root.join("test")
+    }
+    /// The resize sampling in effect: [`interpolation`](Self::interpolation), `bilinear` when unset.
+    pub fn interpolation(&self) -> Interpolation {
+        self.interpolation.unwrap_or_default()
+    }
+    /// The normalisation mean in effect: [`mean`](Self::mean), ImageNet's when unset.
+    pub fn mean(&self) -> [f32; 3] {
+        self.mean.map_or(torchlight_vision::IMAGENET_MEAN, |m| m.map(|x| x as f32))
+    }
+    /// The normalisation std in effect: [`std`](Self::std), ImageNet's when unset.
+    pub fn std(&self) -> [f32; 3] {
+        self.std.map_or(torchlight_vision::IMAGENET_STD, |m| m.map(|x| x as f32))
     }
     /// [`max_image_pixels`](Self::max_image_pixels) as the vision crate takes it (`None`: no limit).
     pub fn pixel_limit(&self) -> Option<u64> {
@@ -941,6 +973,34 @@ where
         }
     }
     deserializer.deserialize_str(Word(std::marker::PhantomData))
+}
+
+/// [`word`] for an optional field: a word is `Some`, JSON's `null` (a model card) `None`.
+fn optional_word<'de, D, T>(deserializer: D) -> std::result::Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    struct Maybe<T>(std::marker::PhantomData<T>);
+    impl<'de, T: serde::de::DeserializeOwned> serde::de::Visitor<'de> for Maybe<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a string: {}", words::<T>())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: serde::Deserializer<'de>>(
+            self,
+            d: D2,
+        ) -> std::result::Result<Option<T>, D2::Error> {
+            word(d).map(Some)
+        }
+    }
+    deserializer.deserialize_option(Maybe(std::marker::PhantomData))
 }
 
 /// The words a unit enum takes, as serde lists them when refusing one (`` `a`, `b` or `c` ``).

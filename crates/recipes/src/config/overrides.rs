@@ -87,7 +87,11 @@ impl TrainConfig {
 fn is_optional(key: &str) -> bool {
     matches!(
         key,
-        "model.pretrained"
+        "data.interpolation"
+            | "data.crop_pct"
+            | "data.mean"
+            | "data.std"
+            | "model.pretrained"
             | "model.num_classes"
             | "optim.backbone_lr"
             | "optim.norm_weight_decay"
@@ -189,6 +193,10 @@ mod tests {
             c.optim.layer_decay = Some(0.75);
             c.optim.backbone_lr = Some(1e-4);
             c.text.tokenizer = Some("tokenizer.json".into());
+            c.data.interpolation = Some(crate::config::Interpolation::Bicubic);
+            c.data.crop_pct = Some(0.95);
+            c.data.mean = Some([0.5; 3]);
+            c.data.std = Some([0.5; 3]);
             c.scheduler = s;
             let t = toml::Table::try_from(&c).unwrap();
             for (section, v) in t {

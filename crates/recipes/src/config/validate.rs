@@ -84,6 +84,28 @@ impl TrainConfig {
         if !(d.min_crop_scale > 0.0 && d.min_crop_scale <= 1.0) {
             invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
         }
+        if let Some(p) = d.crop_pct {
+            let size = d.image_size.max(1) as usize;
+            if let Err(torchlight_vision::VisionError::Config { reason, .. }) =
+                torchlight_vision::EvalPreprocessing::from_crop_pct(size, p)
+            {
+                invalid(
+                    "data.crop_pct",
+                    p,
+                    &format!("must be a positive fraction (timm's are 0.875 to 1): {reason}"),
+                )?;
+            }
+        }
+        if let Some(mean) = d.mean {
+            if !mean.iter().all(|x| x.is_finite()) {
+                invalid("data.mean", format!("{mean:?}"), "must be 3 finite numbers (R, G, B)")?;
+            }
+        }
+        if let Some(std) = d.std {
+            if !std.iter().all(|x| x.is_finite() && *x > 0.0) {
+                invalid("data.std", format!("{std:?}"), "must be 3 finite numbers greater than 0 (R, G, B)")?;
+            }
+        }
 
         if t.task == TaskKind::Text {
             self.validate_text()?;
@@ -544,7 +566,11 @@ impl TrainConfig {
             ("data.ra_reps", d.ra_reps != 1),
             ("data.auto_augment", d.auto_augment != AutoAugmentKind::None),
             ("data.random_erase", d.random_erase != 0.0),
-            ("data.interpolation", d.interpolation != Interpolation::Bilinear),
+            // Runs saved before it was optional wrote `interpolation = "bilinear"`: still read.
+            ("data.interpolation", d.interpolation.is_some_and(|i| i != Interpolation::Bilinear)),
+            ("data.crop_pct", d.crop_pct.is_some()),
+            ("data.mean", d.mean.is_some()),
+            ("data.std", d.std.is_some()),
             ("train.mixup_alpha", t.mixup_alpha != 0.0),
             ("train.cutmix_alpha", t.cutmix_alpha != 0.0),
             ("train.model_ema", t.model_ema),

@@ -226,6 +226,10 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
     if config.train.task == TaskKind::Text {
         return text::doctor_text(config, options, device);
     }
+    // The preprocessing a run would use: a Hub folder's pretrained_cfg fills the unset keys (a
+    // folder that does not read is the model check's finding, not an error here).
+    let resolved = crate::image::with_pretrained_cfg(config).unwrap_or_else(|_| config.clone());
+    let config = &resolved;
     let mut report = DoctorReport { findings: check_data(config, options)? };
     if report.worst() == Status::Fail {
         report.findings.push(skipped(2, "one batch, overfit and short run not run: fix the data first"));

@@ -62,6 +62,9 @@ pub fn augment_files(
     n: usize,
     draws: Draws,
 ) -> Result<Vec<Augmented>> {
+    // The run's train transform, a Hub folder's pretrained_cfg applied as `fit` applies it.
+    let resolved = super::with_pretrained_cfg(config)?;
+    let config = &resolved;
     let transform = train_transform_for(&config.data);
     let decode = DecodeOptions::default()
         .with_max_pixels(config.data.pixel_limit())
@@ -93,6 +96,8 @@ pub fn augment_files(
 /// # Errors
 /// As [`open_splits`](super::open_splits); a sample that cannot be loaded, named.
 pub fn augment_split(config: &TrainConfig, count: usize, n: usize, draws: Draws) -> Result<Vec<Augmented>> {
+    let resolved = super::with_pretrained_cfg(config)?;
+    let config = &resolved;
     let splits = super::open_splits(config)?;
     let transform = train_transform_for(&config.data);
     let samples = splits.train.dataset().samples();

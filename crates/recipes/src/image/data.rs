@@ -32,15 +32,16 @@ pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
 }
 
 /// The recipe's train transform for `data`, in torchvision's preset order: RandomResizedCrop
-/// (`data.min_crop_scale`, `data.interpolation`), horizontal flip, the `data.auto_augment` policy, ToTensor, ImageNet
-/// normalisation, then `RandomErasing(data.random_erase)` when that is above 0. With the
-/// defaults (no policy, no erasing) it is [`train_transform`].
+/// (`data.min_crop_scale`, `data.interpolation`), horizontal flip, the `data.auto_augment`
+/// policy, ToTensor, normalisation (`data.mean`/`data.std`, ImageNet's by default), then
+/// `RandomErasing(data.random_erase)` when that is above 0. With the defaults (no policy, no
+/// erasing) it is [`train_transform`].
 pub fn train_transform_for(data: &DataConfig) -> Compose {
     let mut t = Compose::default()
         .then(
             RandomResizedCrop::new(data.image_size as usize)
                 .with_scale(data.min_crop_scale, 1.0)
-                .with_interpolation(data.interpolation.mode()),
+                .with_interpolation(data.interpolation().mode()),
         )
         .then(RandomHorizontalFlip::default());
     t = match data.auto_augment {
@@ -48,22 +49,27 @@ pub fn train_transform_for(data: &DataConfig) -> Compose {
         AutoAugmentKind::TaWide => t.then(TrivialAugmentWide::default()),
         AutoAugmentKind::Ra => t.then(RandAugment::default()),
     };
-    t = t.then(ToTensor).then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD));
+    t = t.then(ToTensor).then(Normalize::new(&data.mean(), &data.std()));
     if data.random_erase > 0.0 {
         t = t.then(RandomErasing::new(data.random_erase));
     }
     t
 }
 
-/// The evaluation preprocessing of `config`: torchvision's classification preset at
-/// `data.image_size` (resize the shorter side to `size * 256 / 224` with `data.interpolation`,
-/// centre crop, ToTensor, ImageNet normalisation). Validation, test, `torchlight eval`,
-/// `predict` and the export metadata all build from it (`.transform()`, `.metadata()`).
+/// The evaluation preprocessing of `config`: resize the shorter side with `data.interpolation`
+/// to `floor(image_size / data.crop_pct)` (timm's rule; unset, torchvision's classification
+/// preset `image_size * 256 / 224`), centre crop `data.image_size`, ToTensor, normalise with
+/// `data.mean`/`data.std` (ImageNet's by default). A Hub folder's `pretrained_cfg` fills the
+/// unset keys before a run ([`apply_pretrained_cfg`](super::apply_pretrained_cfg)). Validation,
+/// test, `torchlight eval`, `predict` and the export metadata all build from it
+/// (`.transform()`, `.metadata()`).
 pub fn eval_preprocessing(config: &TrainConfig) -> EvalPreprocessing {
-    EvalPreprocessing {
-        interpolation: config.data.interpolation.mode(),
-        ..EvalPreprocessing::classification(config.data.image_size as usize)
-    }
+    let d = &config.data;
+    let size = d.image_size as usize;
+    let base = EvalPreprocessing::classification(size);
+    // `validate` refuses a crop_pct from_crop_pct refuses.
+    let base = d.crop_pct.and_then(|p| EvalPreprocessing::from_crop_pct(size, p).ok()).unwrap_or(base);
+    EvalPreprocessing { interpolation: d.interpolation().mode(), mean: d.mean(), std: d.std(), ..base }
 }
 
 /// The splits of a data root and their class names: `train/`, `val/` (or a seeded stratified

@@ -40,12 +40,20 @@ pub fn fit_distributed(
 }
 
 fn fit_on(
-    config: TrainConfig,
+    mut config: TrainConfig,
     progress: &Progress,
     world: Option<Box<dyn Distributed>>,
 ) -> Result<RunSummary> {
     config.validate()?;
     check_image_task(&config)?;
+    // A Hub folder's preprocessing fills the keys the config leaves unset, before the
+    // transforms are built; config.toml then holds the values in effect.
+    if let Some(line) = super::apply_pretrained_cfg(&mut config)? {
+        if world.as_deref().is_none_or(|w| w.is_main()) {
+            progress.line(&line);
+        }
+        config.validate()?;
+    }
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
     // The architecture takes this image size (a ViT's patch grid): built once, uninitialised.

@@ -7,6 +7,7 @@ mod augment;
 mod data;
 mod evaluate;
 mod fit;
+mod pretrained_cfg;
 
 pub use crate::resume::RESUME_CHANGEABLE;
 pub use augment::{augment_files, augment_split, contact_sheet, save_png, to_u8, Augmented, Draws};
@@ -18,3 +19,5 @@ pub use data::{
 };
 pub use evaluate::{evaluate, evaluate_with_logits, Evaluated};
 pub use fit::{fit, fit_distributed, resume, resume_distributed};
+pub use pretrained_cfg::apply_pretrained_cfg;
+pub(crate) use pretrained_cfg::with_pretrained_cfg;

@@ -621,7 +621,7 @@ fn interpolation_reaches_the_train_crop_and_the_eval_resize() {
             .interpolation()
     };
     let mut c = TrainConfig::default();
-    assert_eq!(c.data.interpolation, Interpolation::Bilinear);
+    assert_eq!((c.data.interpolation, c.data.interpolation()), (None, Interpolation::Bilinear));
     assert_eq!(eval_preprocessing(&c), EvalPreprocessing::classification(224));
     assert_eq!(crop_mode(&c), InterpolationMode::Bilinear);
 
@@ -684,4 +684,10 @@ fn interpolation_reaches_the_train_crop_and_the_eval_resize() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("data.interpolation"), "{err}");
+    // A text run saved before the key was optional wrote `interpolation = "bilinear"`: it still validates.
+    TrainConfig::from_toml_str(
+        "[data]\ninterpolation = \"bilinear\"\n[model]\nname = \"fasttext\"\n[train]\ntask = \"text\"\n",
+    )
+    .and_then(|c| c.validate())
+    .unwrap();
 }

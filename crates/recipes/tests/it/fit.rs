@@ -674,6 +674,19 @@ fn a_hub_model_folder_fine_tunes_as_weights_and_a_wrong_architecture_is_named() 
     config.train.batch_size = 4;
     let summary = fit(config.clone(), &Progress::quiet()).unwrap();
     let trained = Checkpoint::load(summary.run_dir.join("checkpoints/last")).unwrap();
+    // Its pretrained_cfg is the run's preprocessing: in config.toml and in the checkpoint's
+    // card, which eval, predict and export read (the export metadata is built from it).
+    let saved = std::fs::read_to_string(summary.run_dir.join("config.toml")).unwrap();
+    for want in ["interpolation = \"bicubic\"", "crop_pct = 0.95", "mean = [0.485, 0.456, 0.406]"] {
+        assert!(saved.contains(want), "{want} in\n{saved}");
+    }
+    let card = torchlight_recipes::ModelCard::from_checkpoint(&trained).unwrap();
+    let metadata: std::collections::HashMap<_, _> =
+        torchlight_recipes::image::eval_preprocessing(&card.config).metadata().into_iter().collect();
+    assert_eq!(
+        (metadata["resize_interpolation"].as_str(), metadata["resize_shorter_side"].as_str()),
+        ("bicubic", "33")
+    );
     let model = torchlight_nn::resnet18(3);
     trained.restore_model(&model).unwrap();
     let before: std::collections::HashMap<String, tch::Tensor> =

@@ -9,6 +9,7 @@ mod doctor_augment;
 mod doctor_text;
 mod fit;
 mod guard;
+mod hub_cfg;
 mod param_groups;
 mod run_dir;
 mod text;

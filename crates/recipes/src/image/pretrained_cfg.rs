@@ -1,0 +1,114 @@
+//! A Hub model folder's `pretrained_cfg` as the run's preprocessing: the keys of `[data]` the
+//! user's config leaves unset take the folder's values, as timm's `resolve_data_config` does.
+
+use crate::config::{Interpolation, TrainConfig};
+use crate::error::{RecipeError, Result};
+
+/// Fills the unset preprocessing keys of `config` (`data.interpolation`, `data.crop_pct`,
+/// `data.mean`, `data.std`) from the `pretrained_cfg` of the Hub model folder that
+/// `model.pretrained` names; a key the config sets wins. Returns the line saying which values
+/// came from `pretrained_cfg` (and which the config kept), or `None` when `model.pretrained`
+/// is not a folder or its `config.json` has no `pretrained_cfg`. `pretrained_cfg.input_size`
+/// does not change `data.image_size`; the line says when they differ.
+///
+/// # Errors
+/// The folder's errors ([`torchlight_nn::read_hub_folder`]); `pretrained_cfg.crop_mode` other
+/// than `center` (timm's `squash` and `border` are not built), an `interpolation` other than
+/// `bilinear`, `bicubic` or `nearest` when `data.interpolation` is unset, or a `std` that is
+/// not positive: each [`RecipeError::InvalidConfig`] naming the field and the file.
+pub fn apply_pretrained_cfg(config: &mut TrainConfig) -> Result<Option<String>> {
+    let Some(dir) = config.model.pretrained.clone() else { return Ok(None) };
+    if !dir.is_dir() {
+        return Ok(None);
+    }
+    let folder = torchlight_nn::read_hub_folder(&dir)?;
+    let Some(cfg) = folder.config.pretrained_cfg else { return Ok(None) };
+    let file = dir.join("config.json");
+    let bad = |field: &str, value: String, reason: &str| RecipeError::InvalidConfig {
+        field: format!("pretrained_cfg.{field}"),
+        value,
+        reason: format!("{reason} (in {})", file.display()),
+    };
+    if let Some(mode) = cfg.crop_mode.as_deref().filter(|m| *m != "center") {
+        return Err(bad(
+            "crop_mode",
+            format!("{mode:?}"),
+            "only timm's `center` evaluation crop is built (resize the shorter side, centre crop); \
+             `squash` and `border` are not",
+        ));
+    }
+    let d = &mut config.data;
+    let (mut taken, mut kept) = (Vec::new(), Vec::new());
+    if let Some(name) = &cfg.interpolation {
+        if d.interpolation.is_some() {
+            kept.push("data.interpolation");
+        } else {
+            let mode = match name.as_str() {
+                "bilinear" => Interpolation::Bilinear,
+                "bicubic" => Interpolation::Bicubic,
+                "nearest" => Interpolation::Nearest,
+                _ => {
+                    return Err(bad(
+                        "interpolation",
+                        format!("{name:?}"),
+                        "is not one Torchlight resizes with (`bilinear`, `bicubic`, `nearest`); \
+                         set data.interpolation to choose one",
+                    ))
+                }
+            };
+            d.interpolation = Some(mode);
+            taken.push(format!("data.interpolation = {name:?}"));
+        }
+    }
+    if let Some(p) = cfg.crop_pct {
+        if d.crop_pct.is_some() {
+            kept.push("data.crop_pct");
+        } else {
+            d.crop_pct = Some(p);
+            taken.push(format!("data.crop_pct = {p}"));
+        }
+    }
+    let three = |v: &[f64]| [v[0], v[1], v[2]];
+    if let Some(mean) = &cfg.mean {
+        if d.mean.is_some() {
+            kept.push("data.mean");
+        } else if !mean.iter().all(|x| x.is_finite()) {
+            return Err(bad("mean", format!("{mean:?}"), "must be 3 finite numbers"));
+        } else {
+            d.mean = Some(three(mean));
+            taken.push(format!("data.mean = {:?}", three(mean)));
+        }
+    }
+    if let Some(std) = &cfg.std {
+        if d.std.is_some() {
+            kept.push("data.std");
+        } else if !std.iter().all(|x| x.is_finite() && *x > 0.0) {
+            return Err(bad("std", format!("{std:?}"), "must be 3 finite numbers greater than 0"));
+        } else {
+            d.std = Some(three(std));
+            taken.push(format!("data.std = {:?}", three(std)));
+        }
+    }
+    let mut line = format!("preprocessing from {}'s pretrained_cfg: ", file.display());
+    line.push_str(&if taken.is_empty() { "nothing".to_string() } else { taken.join(", ") });
+    if !kept.is_empty() {
+        line.push_str(&format!("; the config's own {} kept", kept.join(", ")));
+    }
+    if let Some([_, h, w]) = cfg.input_size {
+        let size = i64::from(d.image_size);
+        if (h, w) != (size, size) {
+            line.push_str(&format!(
+                "; its input_size is {h}x{w}, data.image_size {size} kept (set data.image_size = {h} for timm's evaluation size)"
+            ));
+        }
+    }
+    Ok(Some(line))
+}
+
+/// `config` with [`apply_pretrained_cfg`] applied, for a tool that shows what a run would use
+/// (`augment`) without starting one.
+pub(crate) fn with_pretrained_cfg(config: &TrainConfig) -> Result<TrainConfig> {
+    let mut resolved = config.clone();
+    apply_pretrained_cfg(&mut resolved)?;
+    Ok(resolved)
+}
