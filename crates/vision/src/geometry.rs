@@ -7,7 +7,7 @@
 
 use crate::error::{Result, VisionError};
 use crate::image::Image;
-use crate::resize::InterpolationMode;
+use crate::resample::InterpolationMode;
 
 /// CPython's `math.radians`: `x * (pi / 180)`.
 pub(crate) fn radians(x: f64) -> f64 {

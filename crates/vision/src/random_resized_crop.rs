@@ -3,8 +3,7 @@
 
 use crate::error::Result;
 use crate::image::Image;
-use crate::resample::{resample, Rect};
-use crate::resize::InterpolationMode;
+use crate::resample::{resample, InterpolationMode, Rect};
 use crate::transform::{expect_image, LeadingCrop, Sample, Transform};
 use rand::Rng as _;
 use std::any::Any;

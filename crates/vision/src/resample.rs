@@ -21,8 +21,71 @@
 //! reproduced by [`resize_nearest`].
 
 use crate::image::Image;
-use crate::resize::InterpolationMode;
 use std::ops::Range;
+
+/// How a resize samples the image, torchvision's `InterpolationMode` on PIL images (all but
+/// `NEAREST_EXACT`, which PIL does not have). Every mode is Pillow's, byte for byte: nearest is
+/// Pillow's coordinate mapping (pixel centres scaled, truncated); the others are Pillow's
+/// convolution resampler with its filter, widened when shrinking (antialiasing, as
+/// torchvision's `antialias=True` asks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InterpolationMode {
+    /// `InterpolationMode.NEAREST` (PIL's `NEAREST`).
+    Nearest,
+    /// `InterpolationMode.BILINEAR` (PIL's `BILINEAR`): torchvision's default.
+    #[default]
+    Bilinear,
+    /// `InterpolationMode.BICUBIC` (PIL's `BICUBIC`, Keys' cubic with `a = -0.5`).
+    Bicubic,
+    /// `InterpolationMode.BOX` (PIL's `BOX`: area averaging).
+    Box,
+    /// `InterpolationMode.HAMMING` (PIL's `HAMMING`).
+    Hamming,
+    /// `InterpolationMode.LANCZOS` (PIL's `LANCZOS`, 3 lobes).
+    Lanczos,
+}
+
+impl InterpolationMode {
+    /// Every mode, nearest first.
+    pub const ALL: [InterpolationMode; 6] = [
+        InterpolationMode::Nearest,
+        InterpolationMode::Bilinear,
+        InterpolationMode::Bicubic,
+        InterpolationMode::Box,
+        InterpolationMode::Hamming,
+        InterpolationMode::Lanczos,
+    ];
+
+    /// torchvision's name for it (`InterpolationMode.BILINEAR.value`, also timm's name):
+    /// `"nearest"`, `"bilinear"`, `"bicubic"`, `"box"`, `"hamming"` or `"lanczos"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            InterpolationMode::Nearest => "nearest",
+            InterpolationMode::Bilinear => "bilinear",
+            InterpolationMode::Bicubic => "bicubic",
+            InterpolationMode::Box => "box",
+            InterpolationMode::Hamming => "hamming",
+            InterpolationMode::Lanczos => "lanczos",
+        }
+    }
+
+    /// The mode [`name`](Self::name) gives `name`, if any.
+    pub fn from_name(name: &str) -> Option<InterpolationMode> {
+        InterpolationMode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The Python that names it: `"InterpolationMode.BICUBIC"`.
+    pub fn torchvision(self) -> String {
+        format!("InterpolationMode.{}", self.name().to_uppercase())
+    }
+}
+
+impl std::fmt::Display for InterpolationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 #[cfg(target_arch = "x86_64")]
 mod x86;
