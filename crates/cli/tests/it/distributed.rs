@@ -60,6 +60,71 @@ fn nproc_2_trains_into_one_run_folder_and_resumes() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Mixup and CutMix on two ranks (each rank mixes its own batch from its rank's seeded draws,
+/// as torchvision's reference mixes in each rank's collate): a run stopped after one epoch and
+/// resumed on two ranks ends with the weights and losses of the uninterrupted run, bit for bit.
+#[cfg(feature = "distributed")]
+#[test]
+fn nproc_2_mixes_each_ranks_batch_and_resumes_bit_for_bit() {
+    let dir = temp("nproc-mix");
+    super::ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "6"]);
+    let data = s(&dir.join("data/target"));
+    let train = |runs: &str, epochs: &str| {
+        let out = super::torchlight(&[
+            "train",
+            "--nproc",
+            "2",
+            "--data",
+            &data,
+            "--epochs",
+            epochs,
+            "--image-size",
+            "32",
+            "--batch-size",
+            "4",
+            "--workers",
+            "0",
+            "--device",
+            "cpu",
+            "--model",
+            "resnet18",
+            "--out",
+            runs,
+            "--set",
+            "train.mixup_alpha=0.2",
+            "--set",
+            "train.cutmix_alpha=1.0",
+        ]);
+        let printed =
+            format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{printed}");
+        printed
+    };
+    let (whole, split) = (dir.join("whole"), dir.join("split"));
+    train(&s(&whole), "2");
+    train(&s(&split), "1");
+    let run = split.join("exp_001");
+    let out = super::torchlight(&["train", "--nproc", "2", "--resume", &s(&run), "--epochs", "2"]);
+    let printed =
+        format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{printed}");
+    let m = metrics(&whole.join("exp_001"));
+    assert!(m["train_loss"].iter().all(|l| l.is_finite() && *l > 0.0), "{m:?}");
+    let weights = |run: &std::path::Path| {
+        let mut w = tch::Tensor::read_safetensors(run.join("checkpoints/last/model.safetensors")).unwrap();
+        w.sort_by(|a, b| a.0.cmp(&b.0));
+        w
+    };
+    let (a, b) = (weights(&whole.join("exp_001")), weights(&run));
+    assert_eq!(a.len(), b.len());
+    for ((name, x), (other, y)) in a.iter().zip(&b) {
+        assert_eq!(name, other);
+        assert!(x.equal(y), "{name} differs between the whole run and the resumed one");
+    }
+    assert_eq!(metrics(&run)["train_loss"], m["train_loss"], "the resumed epoch's mixed loss");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `train --task text --nproc N` on `corpus` (16 documents a class, a quarter held out): a
 /// fasttext for `epochs`, `batch` documents per rank, into `runs`, with `more` arguments; the
 /// command's output.
