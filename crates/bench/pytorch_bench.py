@@ -2,7 +2,7 @@
 `workloads.rs`, served over the same line protocol.
 
 Reads `run <workload> <warmup> <reps>` lines on stdin and answers `ok <seconds>...` or
-`err <message>`; workloads are built on first use and kept. `stages <train|eval> <images>`
+`err <message>`; workloads are built on first use and kept. `stages <train|eval|policy> <images>`
 answers `ok <stage>=<ms per image>...` (`stage_timings`, mirroring torchlight-bench's
 `stages.rs`). The text rows are in `pytorch_text_bench.py`.
 
@@ -63,6 +63,20 @@ def train_transform():
     )
 
 
+def policy_transform():
+    # The classification preset with --auto-augment ta_wide --random-erase 0.25.
+    return transforms.Compose(
+        [
+            transforms.RandomResizedCrop(224),
+            transforms.RandomHorizontalFlip(),
+            transforms.TrivialAugmentWide(),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+            transforms.RandomErasing(0.25),
+        ]
+    )
+
+
 def eval_transform():
     return transforms.Compose(
         [
@@ -93,21 +107,23 @@ STAGE_BATCH = 32
 
 
 def stage_timings(data, pipeline, images):
-    """Milliseconds per image of each step of the `train` or `eval` pipeline over `images` files
-    spread evenly over the folder, one thread: a dict in the order the steps run."""
-    if pipeline not in ("train", "eval"):
-        raise ValueError(f"no pipeline `{pipeline}`; the pipelines are train, eval")
+    """Milliseconds per image of each step of the `train`, `eval` or `policy` pipeline over
+    `images` files spread evenly over the folder, one thread: a dict in the order the steps run."""
+    if pipeline not in ("train", "eval", "policy"):
+        raise ValueError(f"no pipeline `{pipeline}`; the pipelines are train, eval, policy")
     samples = datasets.ImageFolder(data).samples
     n = min(images, len(samples))
     if n == 0:
         raise ValueError(f"{data} has no images")
-    train = pipeline == "train"
+    train = pipeline in ("train", "policy")
+    policy = pipeline == "policy"
+    augment, erasing = transforms.TrivialAugmentWide(), transforms.RandomErasing(0.25)
     crop = (
         transforms.RandomResizedCrop(224)
         if train
         else transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224)])
     )
-    keys = ["read", "decode", "crop_resize", "flip", "to_tensor", "normalize"]
+    keys = ["read", "decode", "crop_resize", "flip", "policy", "to_tensor", "normalize", "erase"]
     seconds = dict.fromkeys(keys, 0.0)
     batch_s = 0.0
     pending = []
@@ -128,11 +144,18 @@ def stage_timings(data, pipeline, images):
             if train and i % 2 == 0:
                 img = F.hflip(img)
             t4 = time.perf_counter()
-            tensor = F.to_tensor(img)
+            if policy:
+                img = augment(img)
             t5 = time.perf_counter()
-            tensor = F.normalize(tensor, IMAGENET_MEAN, IMAGENET_STD)
+            tensor = F.to_tensor(img)
             t6 = time.perf_counter()
-            for key, (a, b) in zip(keys, [(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6)]):
+            tensor = F.normalize(tensor, IMAGENET_MEAN, IMAGENET_STD)
+            t7 = time.perf_counter()
+            if policy:
+                tensor = erasing(tensor)
+            t8 = time.perf_counter()
+            spans = [(t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6), (t6, t7), (t7, t8)]
+            for key, (a, b) in zip(keys, spans):
                 seconds[key] += b - a
             pending.append((tensor, target))
             if len(pending) == STAGE_BATCH or i + 1 == n:
@@ -145,6 +168,8 @@ def stage_timings(data, pipeline, images):
     seconds["batch"] = batch_s
     if not train:
         del seconds["flip"]
+    if not policy:
+        del seconds["policy"], seconds["erase"]
     return {key: s * 1e3 / n for key, s in seconds.items()}
 
 
@@ -449,6 +474,10 @@ def build(name, env):
         return Pipeline(env, 0, train_transform())
     if name == "pipeline_w2":
         return Pipeline(env, 2, train_transform())
+    if name == "pipeline_policy_w0":
+        return Pipeline(env, 0, policy_transform())
+    if name == "pipeline_policy_w2":
+        return Pipeline(env, 2, policy_transform())
     if name == "pipeline_eval_w0":
         return Pipeline(env, 0, eval_transform())
     if name == "train_resnet18_64_b32":

@@ -6,7 +6,7 @@
 //! server (`crates/bench/pytorch_bench.py` under `.pyref`) with the same thread count, and
 //! alternates them on each workload: every round sends the same request to both, the side that
 //! goes first swapping each round, so load from other jobs on a shared machine falls on both.
-//! After the workloads both servers time the train and eval input pipelines stage by stage
+//! After the workloads both servers time the train, eval and policy input pipelines stage by stage
 //! (`stages <pipeline> <images>`, one thread, [`STAGE_IMAGES`] images, two rounds alternating
 //! which side goes first); skipped when `--only` names no `pipeline*` workload. The text rows
 //! read a generated corpus of `.txt` documents (`torchlight-bench gen-text`, cached under
@@ -46,6 +46,16 @@ const WORKLOADS: &[Workload] = &[
     Workload {
         name: "pipeline_eval_w0",
         description: "one epoch of the evaluation transform: ImageFolder + Resize(256) + CenterCrop(224) + ToTensor + Normalize, batch 32, shuffled, num_workers=0",
+        heavy: true,
+    },
+    Workload {
+        name: "pipeline_policy_w0",
+        description: "one epoch of the classification preset with `--auto-augment ta_wide --random-erase 0.25`: ImageFolder + RandomResizedCrop(224) + hflip + TrivialAugmentWide + ToTensor + Normalize + RandomErasing(0.25), batch 32, shuffled, num_workers=0 (vs torchvision on PIL + torch DataLoader)",
+        heavy: true,
+    },
+    Workload {
+        name: "pipeline_policy_w2",
+        description: "the same policy epoch with num_workers=2",
         heavy: true,
     },
     Workload {
@@ -417,7 +427,7 @@ pub fn bench(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, option
     }
     if only.as_ref().is_none_or(|o| o.iter().any(|n| n.starts_with("pipeline"))) {
         raw.push_str(&format!("#stage_images={STAGE_IMAGES}\n"));
-        for pipeline in ["train", "eval"] {
+        for pipeline in ["train", "eval", "policy"] {
             for round in 0..2 {
                 let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
                 for side in order {

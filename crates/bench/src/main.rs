@@ -3,7 +3,7 @@
 //! - `serve --threads T --data DIR --scratch DIR --text DIR`: reads `run <workload> <warmup> <reps>`
 //!   lines on stdin and answers each with `ok <seconds>...` (one time per repetition) or
 //!   `err <message>`; workloads are built on first use and kept, so later rounds time only the
-//!   work; `stages <train|eval> <images>` answers `ok <stage>=<ms per image>...` (`stages.rs`).
+//!   work; `stages <train|eval|policy> <images>` answers `ok <stage>=<ms per image>...` (`stages.rs`).
 //!   `pytorch_bench.py` speaks the same protocol for PyTorch.
 //! - `gen-data --out DIR --count N`: the photo-like ImageFolder (cached).
 //! - `gen-text --out DIR`: the text rows' corpus of `.txt` documents (cached; `text.rs`).

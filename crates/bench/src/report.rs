@@ -293,6 +293,10 @@ fn pipeline_description(pipeline: &str) -> &'static str {
     match pipeline {
         "train" => "RandomResizedCrop(224) + RandomHorizontalFlip + ToTensor + Normalize, batch 32",
         "eval" => "Resize(256) + CenterCrop(224) + ToTensor + Normalize, batch 32",
+        "policy" => {
+            "RandomResizedCrop(224) + RandomHorizontalFlip + TrivialAugmentWide + ToTensor + Normalize + \
+             RandomErasing(0.25), batch 32"
+        }
         _ => "",
     }
 }
@@ -301,7 +305,7 @@ fn pipeline_description(pipeline: &str) -> &'static str {
 fn stage_label(pipeline: &str, stage: &str) -> String {
     match (pipeline, stage) {
         (_, "read") => "read the file (PIL: open + read + parse the header)".into(),
-        ("train", "decode") => {
+        ("train" | "policy", "decode") => {
             "decode to RGB u8 (Torchlight: header size, draw the crop, decode only the crop box with \
              the header and truncation checks, as ImageFolder does; PIL: `convert(\"RGB\")`, which \
              decodes the whole image)"
@@ -312,7 +316,7 @@ fn stage_label(pipeline: &str, stage: &str) -> String {
                           PIL: `convert(\"RGB\")`, which loads)"
                 .into()
         }
-        ("train", "crop_resize") => {
+        ("train" | "policy", "crop_resize") => {
             "RandomResizedCrop(224): draw, crop and resize (Torchlight: resize the decoded box; the draw \
              is in decode)"
                 .into()
@@ -323,6 +327,8 @@ fn stage_label(pipeline: &str, stage: &str) -> String {
         (_, "flip") => "horizontal flip (every other image, as p = 0.5)".into(),
         (_, "to_tensor") => "ToTensor".into(),
         (_, "normalize") => "Normalize".into(),
+        (_, "policy") => "TrivialAugmentWide (one op of 14 at a random magnitude bin, Pillow's ops)".into(),
+        (_, "erase") => "RandomErasing(0.25) on the normalised tensor".into(),
         (_, "to_tensor_normalize") => "ToTensor + Normalize (Torchlight: fused, one pass)".into(),
         (_, "batch") => "collate into batches of 32 (per image)".into(),
         (_, other) => other.into(),

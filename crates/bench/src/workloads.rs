@@ -14,8 +14,8 @@ use torchlight_nn::{
 };
 use torchlight_optim::{AdamW, Optimizer};
 use torchlight_vision::{
-    decode_file, CenterCrop, Compose, ImageFolder, Normalize, RandomHorizontalFlip, RandomResizedCrop,
-    Resize, ToTensor, IMAGENET_MEAN, IMAGENET_STD,
+    decode_file, CenterCrop, Compose, ImageFolder, Normalize, RandomErasing, RandomHorizontalFlip,
+    RandomResizedCrop, Resize, ToTensor, TrivialAugmentWide, IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// Where a workload finds its inputs and scratch space.
@@ -38,6 +38,8 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "pipeline_w0" => Box::new(Pipeline::new(&env.data, 0, Pipeline::train_transform())?),
         "pipeline_w2" => Box::new(Pipeline::new(&env.data, 2, Pipeline::train_transform())?),
         "pipeline_eval_w0" => Box::new(Pipeline::new(&env.data, 0, Pipeline::eval_transform())?),
+        "pipeline_policy_w0" => Box::new(Pipeline::new(&env.data, 0, Pipeline::policy_transform())?),
+        "pipeline_policy_w2" => Box::new(Pipeline::new(&env.data, 2, Pipeline::policy_transform())?),
         "train_resnet18_64_b32" => Box::new(TrainStep::new(resnet18(10), 32, 64)?),
         "train_resnet34_224_b8" => Box::new(TrainStep::new(resnet34(10), 8, 224)?),
         "train_mobilenet_v3_large_224_b8" => {
@@ -100,6 +102,19 @@ impl Pipeline {
             .then(RandomHorizontalFlip::default())
             .then(ToTensor)
             .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+    }
+
+    /// torchvision's classification preset with `--auto-augment ta_wide --random-erase 0.25`:
+    /// RandomResizedCrop(224) + hflip + TrivialAugmentWide + ToTensor + Normalize +
+    /// RandomErasing(0.25).
+    fn policy_transform() -> Compose {
+        Compose::default()
+            .then(RandomResizedCrop::new(224))
+            .then(RandomHorizontalFlip::default())
+            .then(TrivialAugmentWide::default())
+            .then(ToTensor)
+            .then(Normalize::new(&IMAGENET_MEAN, &IMAGENET_STD))
+            .then(RandomErasing::new(0.25))
     }
 
     /// torchvision's ImageNet evaluation transform: Resize(256) + CenterCrop(224) + ToTensor +
