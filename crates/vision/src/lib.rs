@@ -26,10 +26,13 @@
 mod auto_augment;
 mod bmp;
 mod center_crop;
+mod chw;
 mod color_jitter;
 mod compose;
+mod crop_box;
 mod crop_decode;
 mod decode;
+mod decode_options;
 mod error;
 mod eval_preprocessing;
 mod flip;
@@ -39,6 +42,7 @@ mod gif;
 mod grayscale;
 mod image;
 mod image_folder;
+mod jpeg_segments;
 #[cfg(feature = "libjpeg-turbo")]
 mod libjpeg;
 mod mean_std;
@@ -67,12 +71,13 @@ pub use color_jitter::{
     adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, adjust_sharpness, ColorJitter,
 };
 pub use compose::Compose;
+pub use crop_box::CropBox;
 pub use crop_decode::decode_bytes_crop;
 pub use decode::{
     decode_bytes, decode_bytes_with, decode_file, decode_file_with, image_dimensions,
-    image_dimensions_of_bytes, jpeg_decoder, DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS,
-    IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
+    image_dimensions_of_bytes, jpeg_decoder, IMG_EXTENSIONS,
 };
+pub use decode_options::{DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, PIL_MAX_IMAGE_PIXELS};
 pub use error::{Result, VisionError};
 pub use eval_preprocessing::EvalPreprocessing;
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
@@ -92,7 +97,7 @@ pub use random_affine::{AffineParams, RandomAffine, RandomRotation};
 pub use random_apply::{RandomApply, RandomChoice, RandomOrder};
 pub use random_crop::{pad, PaddingMode, RandomCrop};
 pub use random_erasing::{EraseValue, ErasingParams, RandomErasing};
-pub use random_resized_crop::{CropBox, RandomResizedCrop};
+pub use random_resized_crop::RandomResizedCrop;
 pub use resize::{InterpolationMode, Resize, ResizeSize};
 pub use to_tensor::ToTensor;
 pub use torchlight_data::TorchGenerator;

@@ -1,9 +1,9 @@
 //! The `Transform` trait and `Sample`, the value that flows through a pipeline: a `u8`
 //! [`Image`] until `ToTensor`, a float [`TensorImage`] after.
 
+use crate::crop_box::CropBox;
 use crate::error::Result;
 use crate::image::Image;
-use crate::random_resized_crop::CropBox;
 use std::any::Any;
 use std::fmt::Debug;
 use torchlight_base::seed::Rng;
