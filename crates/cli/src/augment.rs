@@ -18,7 +18,8 @@ pub struct Args {
     #[arg(long)]
     data: Option<PathBuf>,
     /// A TOML config file (the one `train` would use): its `[data]` section decides the
-    /// transform (image_size, min_crop_scale, interpolation, auto_augment, random_erase).
+    /// transform (image_size, min_crop_scale, interpolation, hflip, rotation, color_jitter,
+    /// auto_augment, random_erase).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Any other config value, as `section.key=value` (repeatable), e.g.

@@ -1,9 +1,9 @@
 //! `CenterCrop`: the central `height x width` of an image, zero-padded when the image is
 //! smaller, as `torchvision.transforms.CenterCrop` does.
 
+use crate::crop_box::CropBox;
 use crate::error::Result;
 use crate::image::Image;
-use crate::random_resized_crop::CropBox;
 use crate::transform::{expect_image, LeadingCrop, Sample, Transform};
 use std::any::Any;
 use torchlight_base::seed::Rng;

@@ -228,4 +228,81 @@ impl Transform for ColorJitter {
     fn as_any(&self) -> &dyn Any {
         self
     }
+
+    fn apply_torch(&self, input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        Some(expect_image(input, "ColorJitter").map(|image| Sample::Image(self.apply_with(image, g))))
+    }
+}
+
+impl ColorJitter {
+    /// Jitters with factor ranges given outright, `None` disabling one, like
+    /// `ColorJitter(brightness=(lo, hi), ..., hue=(lo, hi))`; a range of exactly `(1, 1)` (hue:
+    /// `(0, 0)`) is disabled, as torchvision's `_check_input` makes it `None`.
+    ///
+    /// # Panics
+    /// If a range is not ordered, a factor range goes below 0, or hue leaves `[-0.5, 0.5]`.
+    pub fn with_ranges(
+        brightness: Option<(f64, f64)>,
+        contrast: Option<(f64, f64)>,
+        saturation: Option<(f64, f64)>,
+        hue: Option<(f64, f64)>,
+    ) -> Self {
+        let factor = |name: &str, r: Option<(f64, f64)>| {
+            let (lo, hi) = r?;
+            assert!(
+                0.0 <= lo && lo <= hi && hi.is_finite(),
+                "ColorJitter {name} range ({lo}, {hi}) must be ordered and non-negative"
+            );
+            (r != Some((1.0, 1.0))).then_some((lo, hi))
+        };
+        let hue = hue.and_then(|(lo, hi)| {
+            assert!(
+                -0.5 <= lo && lo <= hi && hi <= 0.5,
+                "ColorJitter hue range ({lo}, {hi}) must be ordered within [-0.5, 0.5]"
+            );
+            (lo, hi).ne(&(0.0, 0.0)).then_some((lo, hi))
+        });
+        ColorJitter {
+            brightness: factor("brightness", brightness),
+            contrast: factor("contrast", contrast),
+            saturation: factor("saturation", saturation),
+            hue,
+        }
+    }
+
+    /// torchvision's `get_params` with its generator calls from any generator: the order is
+    /// `torch.randperm(4)` (CPU, under 20 elements: for each `i`, one 32-bit draw modulo
+    /// `4 - i` picks the element swapped into place `i`), then each enabled factor
+    /// `torch.empty(1).uniform_(lo, hi)` in float32, brightness, contrast, saturation, hue.
+    pub fn get_params_with<R: rand::RngCore + ?Sized>(&self, rng: &mut R) -> ([usize; 4], [Option<f64>; 4]) {
+        let mut order = [0, 1, 2, 3];
+        for i in 0..3 {
+            let z = (rng.next_u32() as usize) % (4 - i);
+            order.swap(i, i + z);
+        }
+        let mut draw =
+            |r: Option<(f64, f64)>| r.map(|(lo, hi)| f64::from(crate::torch_draws::uniform_f32(rng, lo, hi)));
+        let b = draw(self.brightness);
+        let c = draw(self.contrast);
+        let s = draw(self.saturation);
+        let h = draw(self.hue);
+        (order, [b, c, s, h])
+    }
+
+    /// The jitter with torchvision's draws ([`ColorJitter::get_params_with`]) from any
+    /// generator: with a [`crate::TorchGenerator`] seeded as `torch.manual_seed(s)`,
+    /// torchvision's image for that seed. [`Transform::apply`] keeps its own draws.
+    pub fn apply_with<R: rand::RngCore + ?Sized>(&self, mut image: Image, rng: &mut R) -> Image {
+        let (order, factors) = self.get_params_with(rng);
+        for i in order {
+            match (i, factors[i]) {
+                (0, Some(f)) => adjust_brightness(&mut image, f),
+                (1, Some(f)) => adjust_contrast(&mut image, f),
+                (2, Some(f)) => adjust_saturation(&mut image, f),
+                (3, Some(f)) => adjust_hue(&mut image, f),
+                _ => {}
+            }
+        }
+        image
+    }
 }

@@ -1,8 +1,8 @@
 //! `Compose`: transforms in sequence, with adjacent steps fused where a step offers it.
 
+use crate::crop_box::CropBox;
 use crate::error::{Result, VisionError};
 use crate::image::Image;
-use crate::random_resized_crop::CropBox;
 use crate::transform::{LeadingCrop, Sample, Transform};
 use std::any::Any;
 use std::sync::Arc;

@@ -1,10 +1,11 @@
 //! Decoding only the box a crop keeps: [`decode_bytes_crop`], and the dataset path that reads
 //! a JPEG's size from its header, draws the first transform's crop and decodes just that box.
 
-use crate::decode::{decode_bytes_with, DecodeOptions};
+use crate::crop_box::CropBox;
+use crate::decode::decode_bytes_with;
+use crate::decode_options::DecodeOptions;
 use crate::error::{Result, VisionError};
 use crate::image::Image;
-use crate::random_resized_crop::CropBox;
 use crate::transform::{Sample, Transform};
 use std::path::Path;
 use torchlight_base::seed::Rng;

@@ -5,99 +5,19 @@
 //! `image` crate, and the EXIF orientation as `ImageOps.exif_transpose` reads it
 //! (`orientation.rs`) when [`DecodeOptions::exif_transpose`] asks.
 
+use crate::decode_options::{check_pixel_limit, DecodeOptions};
 use crate::error::{Result, VisionError};
 use crate::image::Image;
+use crate::jpeg_segments::JpegSegments;
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, RgbImage};
 use std::io::Cursor;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The file extensions `ImageFolder` picks up by default (compared case-insensitively):
 /// torchvision's `IMG_EXTENSIONS` (`.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp`) plus
 /// `.gif`, whose first frame is decoded.
 pub const IMG_EXTENSIONS: &[&str] =
     &[".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif"];
-
-/// Pillow's `Image.MAX_IMAGE_PIXELS` (`1024 * 1024 * 1024 // 4 // 3`): above this many pixels
-/// Pillow warns of a possible decompression bomb, and so does [`decode_file`] (once per
-/// process, on stderr).
-pub const PIL_MAX_IMAGE_PIXELS: u64 = 89_478_485;
-
-/// The default pixel limit, twice [`PIL_MAX_IMAGE_PIXELS`]: where Pillow raises
-/// `DecompressionBombError`. An image declaring more pixels in its header is refused before
-/// any pixel is decoded.
-pub const DEFAULT_MAX_IMAGE_PIXELS: u64 = 2 * PIL_MAX_IMAGE_PIXELS;
-
-/// How files are decoded. `Default` is Pillow's guard (refuse images over
-/// [`DEFAULT_MAX_IMAGE_PIXELS`], warn over half of the limit) and the EXIF orientation applied
-/// (`exif_transpose: true`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DecodeOptions {
-    /// The most pixels (width x height, read from the header before decoding) an image may
-    /// have; `None` for no limit (Pillow's `Image.MAX_IMAGE_PIXELS = None`). Images over half
-    /// of it decode with a warning, as Pillow's do over `MAX_IMAGE_PIXELS`.
-    pub max_pixels: Option<u64>,
-    /// Turn JPEG, PNG and WebP images upright as their EXIF orientation says, exactly as
-    /// `PIL.ImageOps.exif_transpose` does (the EXIF block's tag 0x0112, else XMP's
-    /// `tiff:Orientation`); default `true`, so phone photos come out upright. `false` gives
-    /// torchvision's loader bit for bit (`Image.open(f).convert("RGB")`, which ignores the tag).
-    /// TIFFs are turned either way, because Pillow's TIFF reader applies their orientation tag
-    /// itself.
-    pub exif_transpose: bool,
-}
-
-impl Default for DecodeOptions {
-    fn default() -> Self {
-        DecodeOptions { max_pixels: Some(DEFAULT_MAX_IMAGE_PIXELS), exif_transpose: true }
-    }
-}
-
-impl DecodeOptions {
-    /// Options with the pixel limit `max_pixels` (`None`: unlimited).
-    pub fn with_max_pixels(mut self, max_pixels: Option<u64>) -> Self {
-        self.max_pixels = max_pixels;
-        self
-    }
-
-    /// Options that apply the EXIF orientation (`true`, the default) or ignore it as
-    /// torchvision's loader does (`false`); see [`DecodeOptions::exif_transpose`].
-    pub fn with_exif_transpose(mut self, exif_transpose: bool) -> Self {
-        self.exif_transpose = exif_transpose;
-        self
-    }
-
-    /// What the pixel limit says of a `width x height` image.
-    pub fn check_pixels(&self, width: u32, height: u32) -> PixelCheck {
-        let pixels = u64::from(width) * u64::from(height);
-        match self.max_pixels {
-            Some(limit) if pixels > limit => PixelCheck::TooMany { pixels, limit },
-            Some(limit) if pixels > limit / 2 => PixelCheck::Warn { pixels, limit },
-            _ => PixelCheck::Fine,
-        }
-    }
-}
-
-/// The verdict of [`DecodeOptions::check_pixels`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PixelCheck {
-    /// Within half of the limit (or no limit).
-    Fine,
-    /// Over half of the limit: decoded, with a warning (Pillow's `DecompressionBombWarning`).
-    Warn {
-        /// The image's pixels.
-        pixels: u64,
-        /// The limit.
-        limit: u64,
-    },
-    /// Over the limit: refused (Pillow's `DecompressionBombError`).
-    TooMany {
-        /// The image's pixels.
-        pixels: u64,
-        /// The limit.
-        limit: u64,
-    },
-}
 
 /// Decodes the image file at `path` to RGB with the default [`DecodeOptions`].
 ///
@@ -268,24 +188,6 @@ fn decode_unguarded(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Resul
     Ok(crate::orientation::apply(image, orientation))
 }
 
-/// Refuses (or warns of) a `width x height` image as `options`' pixel limit says.
-pub(crate) fn check_pixel_limit(options: &DecodeOptions, path: &Path, width: u32, height: u32) -> Result<()> {
-    match options.check_pixels(width, height) {
-        PixelCheck::Fine => Ok(()),
-        PixelCheck::Warn { pixels, limit } => {
-            warn_once(&format!(
-                "warning: {}: {width}x{height} = {pixels} pixels is over half of the limit of {limit} \
-                 (Pillow warns of a possible decompression bomb here); further warnings are not shown",
-                path.display()
-            ));
-            Ok(())
-        }
-        PixelCheck::TooMany { pixels, limit } => {
-            Err(VisionError::TooManyPixels { path: path.to_path_buf(), width, height, pixels, limit })
-        }
-    }
-}
-
 /// Which JPEG decoder this build uses: `"libjpeg-turbo 2.1.5"` (the version compiled in) with
 /// the `libjpeg-turbo` feature, on by default, whose decode is byte-identical to PIL's;
 /// `"zune-jpeg"` (pure Rust, through the `image` crate, which differs from PIL's by a few units
@@ -368,15 +270,6 @@ impl<'a> JpegFile<'a> {
     }
 }
 
-/// Prints `message` to stderr the first time only, as Python's default warning filter shows a
-/// warning once.
-fn warn_once(message: &str) {
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    if !WARNED.swap(true, Ordering::Relaxed) {
-        eprintln!("{message}");
-    }
-}
-
 /// Whether a PNG's header declares a grayscale image without alpha (colour type 0), which the
 /// decoder turns into grayscale+alpha when it has a `tRNS` chunk, while Pillow keeps it
 /// grayscale (`I;16` at 16 bits).
@@ -434,58 +327,10 @@ fn jpeg_has_scan(bytes: &[u8]) -> bool {
     JpegSegments::new(bytes).any(|(marker, _)| marker == 0xDA)
 }
 
-/// A JPEG's header segments, `(marker, payload)`, walked from the start-of-image marker (each
-/// `FF xx` followed by its 2-byte big-endian length) up to and including the first
-/// start-of-scan (yielded with an empty payload). The walk ends early at anything it does not
-/// understand: no start-of-image marker, an end-of-image marker, a length running past the end.
-pub(crate) struct JpegSegments<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> JpegSegments<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> Self {
-        let at = if bytes.starts_with(&[0xFF, 0xD8]) { 2 } else { bytes.len() };
-        JpegSegments { bytes, at }
-    }
-}
-
-impl<'a> Iterator for JpegSegments<'a> {
-    type Item = (u8, &'a [u8]);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            let [0xFF, marker, ..] = self.bytes[self.at.min(self.bytes.len())..] else { return None };
-            match marker {
-                // Fill bytes before a marker.
-                0xFF => self.at += 1,
-                // Markers without a length: TEM, RSTn.
-                0x01 | 0xD0..=0xD7 => self.at += 2,
-                // SOI/EOI cannot come before a scan.
-                0x00 | 0xD8 | 0xD9 => return None,
-                0xDA => {
-                    self.at = self.bytes.len();
-                    return Some((0xDA, &[]));
-                }
-                _ => {
-                    let len = match self.bytes.get(self.at + 2..self.at + 4) {
-                        Some(&[hi, lo]) if u16::from_be_bytes([hi, lo]) >= 2 => {
-                            usize::from(u16::from_be_bytes([hi, lo]))
-                        }
-                        _ => return None,
-                    };
-                    let payload = self.bytes.get(self.at + 4..self.at + 2 + len)?;
-                    self.at += 2 + len;
-                    return Some((marker, payload));
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decode_options::PixelCheck;
 
     #[test]
     fn garbage_is_a_decode_error_naming_the_path() {

@@ -20,7 +20,7 @@ pub(crate) fn degrees(x: f64) -> f64 {
 }
 
 /// Pillow's `COORD`: truncation, with every negative coordinate outside.
-fn coord(v: f64) -> i64 {
+pub(crate) fn coord(v: f64) -> i64 {
     if v < 0.0 {
         -1
     } else {
@@ -35,7 +35,7 @@ fn floor_int(v: f64) -> i64 {
 
 /// The fill pixel: one value for every channel, or one per channel (torchvision's
 /// `_parse_fill`, values already integers).
-fn fill_pixel(fill: &[u8], channels: usize) -> Result<Vec<u8>> {
+pub(crate) fn fill_pixel(fill: &[u8], channels: usize) -> Result<Vec<u8>> {
     match fill.len() {
         0 => Ok(vec![0; channels]),
         1 => Ok(vec![fill[0]; channels]),
@@ -257,7 +257,7 @@ pub fn affine_transform(
     Ok(out)
 }
 
-fn unsupported(mode: InterpolationMode) -> VisionError {
+pub(crate) fn unsupported(mode: InterpolationMode) -> VisionError {
     VisionError::Transform {
         transform: "affine",
         message: format!(
@@ -268,7 +268,7 @@ fn unsupported(mode: InterpolationMode) -> VisionError {
 
 /// Pillow's `bilinear_filter8`/`bilinear_filter32RGB` or the bicubic ones at `(xin, yin)`:
 /// writes `out` and returns true, or returns false (leaving `out`) when the point is outside.
-fn filter_pixel(image: &Image, xin: f64, yin: f64, bicubic: bool, out: &mut [u8]) -> bool {
+pub(crate) fn filter_pixel(image: &Image, xin: f64, yin: f64, bicubic: bool, out: &mut [u8]) -> bool {
     let (w, h, c) = (image.width() as i64, image.height() as i64, image.channels());
     if xin < 0.0 || xin >= w as f64 || yin < 0.0 || yin >= h as f64 {
         return false;

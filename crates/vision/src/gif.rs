@@ -7,7 +7,7 @@
 //! palette to Pillow: the indices are then gray values. Disposal methods concern later frames
 //! only, so they do not change this one. Checked by `tests/it/variants.rs`.
 
-use crate::decode::DecodeOptions;
+use crate::decode_options::{check_pixel_limit, DecodeOptions};
 use crate::error::{Result, VisionError};
 use crate::image::Image;
 use std::path::Path;
@@ -30,7 +30,7 @@ pub(crate) fn decode(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Resu
     let mut decoder =
         gif_options.read_info(std::io::Cursor::new(bytes)).map_err(|e| decode_err(e.to_string()))?;
     let (screen_w, screen_h) = (usize::from(decoder.width()), usize::from(decoder.height()));
-    crate::decode::check_pixel_limit(options, path, screen_w as u32, screen_h as u32)?;
+    check_pixel_limit(options, path, screen_w as u32, screen_h as u32)?;
     let global = decoder.global_palette().map(<[u8]>::to_vec);
     let frame = decoder
         .read_next_frame()
@@ -40,7 +40,7 @@ pub(crate) fn decode(bytes: &[u8], path: &Path, options: &DecodeOptions) -> Resu
     let (fw, fh) = (usize::from(frame.width), usize::from(frame.height));
     let (w, h) = (screen_w.max(left + fw), screen_h.max(top + fh));
     if (w, h) != (screen_w, screen_h) {
-        crate::decode::check_pixel_limit(options, path, w as u32, h as u32)?;
+        check_pixel_limit(options, path, w as u32, h as u32)?;
     }
     let fill = frame.transparent.unwrap_or(0);
     let mut indices = vec![fill; w * h];

@@ -67,6 +67,42 @@ impl Transform for Grayscale {
     }
 }
 
+/// `torchvision.transforms.RandomGrayscale(p=0.1)` on a PIL image: when `torch.rand(1) < p`,
+/// [`Grayscale`] with as many channels as the input has (3 stay 3, with R = G = B).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RandomGrayscale {
+    p: f64,
+}
+
+impl Default for RandomGrayscale {
+    /// `p = 0.1`, torchvision's default.
+    fn default() -> Self {
+        RandomGrayscale { p: 0.1 }
+    }
+}
+
+impl RandomGrayscale {
+    /// Converts with probability `p`.
+    ///
+    /// # Panics
+    /// If `p` is outside `[0, 1]`.
+    pub fn new(p: f64) -> Self {
+        assert!((0.0..=1.0).contains(&p), "RandomGrayscale p must be in [0, 1], got {p}");
+        RandomGrayscale { p }
+    }
+
+    /// The transform with torchvision's draw from any generator (a [`crate::TorchGenerator`]
+    /// seeded as `torch.manual_seed(s)` gives torchvision's choice for that seed).
+    pub fn apply_with<R: rand::RngCore + ?Sized>(&self, image: Image, rng: &mut R) -> Result<Image> {
+        if crate::torch_draws::bernoulli(rng, self.p) {
+            return Ok(Grayscale::new(image.channels()).convert(&image));
+        }
+        Ok(image)
+    }
+}
+
+crate::random_affine::image_transform_with_torch_draws!(RandomGrayscale, "RandomGrayscale");
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,8 @@
 //! `torchvision.datasets.ImageFolder`, and `SplitFolders` for a `train/ val/ test/` layout.
 
 use crate::crop_decode::load_transformed;
-use crate::decode::{decode_file_with, DecodeOptions, IMG_EXTENSIONS};
+use crate::decode::{decode_file_with, IMG_EXTENSIONS};
+use crate::decode_options::DecodeOptions;
 use crate::error::{Result, VisionError};
 use crate::image::Image;
 use crate::transform::Transform;

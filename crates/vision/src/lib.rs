@@ -26,24 +26,33 @@
 mod auto_augment;
 mod bmp;
 mod center_crop;
+mod chw;
 mod color_jitter;
 mod compose;
+mod crop_box;
 mod crop_decode;
 mod decode;
+mod decode_options;
 mod error;
 mod eval_preprocessing;
 mod flip;
+mod gaussian_blur;
 mod geometry;
 mod gif;
 mod grayscale;
 mod image;
 mod image_folder;
+mod jpeg_segments;
 #[cfg(feature = "libjpeg-turbo")]
 mod libjpeg;
 mod mean_std;
 mod normalize;
 mod orientation;
+mod perspective;
 mod point_ops;
+mod py_random;
+mod random_affine;
+mod random_apply;
 mod random_crop;
 mod random_erasing;
 mod random_resized_crop;
@@ -62,27 +71,33 @@ pub use color_jitter::{
     adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, adjust_sharpness, ColorJitter,
 };
 pub use compose::Compose;
+pub use crop_box::CropBox;
 pub use crop_decode::decode_bytes_crop;
 pub use decode::{
     decode_bytes, decode_bytes_with, decode_file, decode_file_with, image_dimensions,
-    image_dimensions_of_bytes, jpeg_decoder, DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS,
-    IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
+    image_dimensions_of_bytes, jpeg_decoder, IMG_EXTENSIONS,
 };
+pub use decode_options::{DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, PIL_MAX_IMAGE_PIXELS};
 pub use error::{Result, VisionError};
 pub use eval_preprocessing::EvalPreprocessing;
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
+pub use gaussian_blur::{gaussian_blur, GaussianBlur};
 pub use geometry::{
     affine, affine_nearest, affine_transform, affine_with, inverse_affine_matrix, rotate, rotate_with,
 };
-pub use grayscale::Grayscale;
+pub use grayscale::{Grayscale, RandomGrayscale};
 pub use image::Image;
 pub use image_folder::{ImageFolder, SplitFolders};
 pub use mean_std::{dataset_mean_std, MeanStd};
 pub use normalize::{Normalize, IMAGENET_MEAN, IMAGENET_STD};
+pub use perspective::{perspective, perspective_coeffs, perspective_transform, RandomPerspective};
 pub use point_ops::{autocontrast, equalize, invert, posterize, solarize};
+pub use py_random::{py_choice_index, py_getrandbits, py_randbelow, py_random, py_shuffle, PyRandom};
+pub use random_affine::{AffineParams, RandomAffine, RandomRotation};
+pub use random_apply::{RandomApply, RandomChoice, RandomOrder};
 pub use random_crop::{pad, PaddingMode, RandomCrop};
 pub use random_erasing::{EraseValue, ErasingParams, RandomErasing};
-pub use random_resized_crop::{CropBox, RandomResizedCrop};
+pub use random_resized_crop::RandomResizedCrop;
 pub use resize::{InterpolationMode, Resize, ResizeSize};
 pub use to_tensor::ToTensor;
 pub use torchlight_data::TorchGenerator;

@@ -1,8 +1,8 @@
 //! `Normalize`: per-channel `(x - mean) / std`, and the ImageNet mean/std.
 
+use crate::chw::to_chw_with;
 use crate::error::{Result, VisionError};
 use crate::image::Image;
-use crate::to_tensor::to_chw_with;
 use crate::transform::{Sample, TensorImage, Transform};
 use std::any::Any;
 use torchlight_base::seed::Rng;

@@ -14,7 +14,7 @@ pub(crate) type Orientation = u32;
 pub(crate) fn jpeg(bytes: &[u8]) -> Orientation {
     let mut exif: Option<Vec<u8>> = None;
     let mut xmp: Option<&[u8]> = None;
-    for (marker, payload) in crate::decode::JpegSegments::new(bytes) {
+    for (marker, payload) in crate::jpeg_segments::JpegSegments::new(bytes) {
         if marker != 0xE1 {
             continue;
         }

@@ -145,6 +145,22 @@ impl RandomCrop {
     /// # Errors
     /// [`VisionError::Transform`] if the (padded) image is smaller than the crop.
     pub fn crop(&self, image: Image, rng: &mut Rng) -> Result<Image> {
+        self.crop_by(image, |n| rng.random_range(0..=n))
+    }
+
+    /// [`RandomCrop::crop`] with torchvision's draws from any generator (`torch.randint(0, n +
+    /// 1)` for the top, then the left): with a [`crate::TorchGenerator`] seeded as
+    /// `torch.manual_seed(s)`, torchvision's crop for that seed. [`Transform::apply`] keeps its
+    /// own draws.
+    ///
+    /// # Errors
+    /// As [`RandomCrop::crop`].
+    pub fn crop_with<R: rand::RngCore + ?Sized>(&self, image: Image, rng: &mut R) -> Result<Image> {
+        self.crop_by(image, |n| crate::torch_draws::randint(rng, 0, n as i64 + 1) as usize)
+    }
+
+    /// Pads, then crops at the position `offset(room)` draws, top first, then left.
+    fn crop_by(&self, image: Image, mut offset: impl FnMut(usize) -> usize) -> Result<Image> {
         let mut image = image;
         if self.padding != [0; 4] {
             image = pad(&image, self.padding, self.fill, self.mode);
@@ -170,8 +186,8 @@ impl RandomCrop {
         if (h, w) == (self.height, self.width) {
             return Ok(image);
         }
-        let top = rng.random_range(0..=h - self.height);
-        let left = rng.random_range(0..=w - self.width);
+        let top = offset(h - self.height);
+        let left = offset(w - self.width);
         Ok(image.crop(left, top, self.width, self.height))
     }
 }
@@ -183,6 +199,10 @@ impl Transform for RandomCrop {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn apply_torch(&self, input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
+        Some(expect_image(input, "RandomCrop").and_then(|image| Ok(Sample::Image(self.crop_with(image, g)?))))
     }
 }
 

@@ -1,6 +1,7 @@
 //! `RandomResizedCrop`: a random box of random area and aspect ratio, resized to a fixed
 //! size, with torchvision's sampling and its central-crop fallback.
 
+use crate::crop_box::CropBox;
 use crate::error::Result;
 use crate::image::Image;
 use crate::resample::{resample, InterpolationMode, Rect};
@@ -8,19 +9,6 @@ use crate::transform::{expect_image, LeadingCrop, Sample, Transform};
 use rand::Rng as _;
 use std::any::Any;
 use torchlight_base::seed::Rng;
-
-/// A crop box: `top`, `left`, `height`, `width` in pixels (torchvision's `i, j, h, w`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CropBox {
-    /// First row.
-    pub top: usize,
-    /// First column.
-    pub left: usize,
-    /// Rows.
-    pub height: usize,
-    /// Columns.
-    pub width: usize,
-}
 
 /// `torchvision.transforms.RandomResizedCrop(size, scale=(0.08, 1.0), ratio=(3/4, 4/3))` on
 /// a PIL image.

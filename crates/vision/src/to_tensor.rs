@@ -1,5 +1,6 @@
 //! `ToTensor`: `u8` HWC image to float CHW in `[0, 1]`, as `torchvision.transforms.ToTensor`.
 
+use crate::chw::to_chw_with;
 use crate::error::{Result, VisionError};
 use crate::image::Image;
 use crate::normalize::Normalize;
@@ -19,22 +20,6 @@ impl ToTensor {
         let lut: Vec<[f32; 256]> = vec![std::array::from_fn(|v| v as f32 / 255.0); image.channels()];
         to_chw_with(image, &lut)
     }
-}
-
-/// `image` in CHW layout, mapping channel `c`'s value `v` to `lut[c][v]` (one table lookup per
-/// value: ToTensor and Normalize are per-channel functions of a `u8`).
-pub(crate) fn to_chw_with(image: &Image, lut: &[[f32; 256]]) -> TensorImage {
-    let (c, h, w) = (image.channels(), image.height(), image.width());
-    let plane = h * w;
-    let pixels = image.pixels();
-    // Plane by plane into reserved memory: each value is written once (no zero fill first),
-    // and the pixels (a quarter of the output's bytes) stay in cache between the planes.
-    let mut data = Vec::with_capacity(c * plane);
-    for (ch, lut) in lut.iter().enumerate().take(c) {
-        data.extend(pixels.chunks_exact(c).map(|px| lut[px[ch] as usize]));
-    }
-    debug_assert_eq!(data.len(), c * plane);
-    TensorImage { channels: c, height: h, width: w, data }
 }
 
 impl Transform for ToTensor {

@@ -1,9 +1,9 @@
 //! The `Transform` trait and `Sample`, the value that flows through a pipeline: a `u8`
 //! [`Image`] until `ToTensor`, a float [`TensorImage`] after.
 
+use crate::crop_box::CropBox;
 use crate::error::Result;
 use crate::image::Image;
-use crate::random_resized_crop::CropBox;
 use std::any::Any;
 use std::fmt::Debug;
 use torchlight_base::seed::Rng;
@@ -140,9 +140,12 @@ pub trait Transform: Debug + Send + Sync {
     /// --torch-seed` shows). A transform that draws nothing gives `Some(apply(..))`.
     ///
     /// `None` (the default): the transform has no such path; [`crate::Compose::apply_torch`]
-    /// then names it. Built-in: every transform of the recipes' presets (RandomResizedCrop,
-    /// the flips, TrivialAugmentWide, RandAugment, RandomErasing, and the deterministic
-    /// Resize, CenterCrop, Grayscale, ToTensor, Normalize).
+    /// then names it. Built-in: every random transform (RandomResizedCrop, RandomCrop, the
+    /// flips, ColorJitter, RandomGrayscale, RandomRotation, RandomAffine, RandomPerspective,
+    /// GaussianBlur, RandomApply, TrivialAugmentWide, RandAugment, RandomErasing) and the
+    /// deterministic ones (Resize, CenterCrop, Grayscale, ToTensor, Normalize), but not
+    /// RandomChoice and RandomOrder, which torchvision draws from Python's `random` (their
+    /// `apply_with` takes a [`crate::PyRandom`] beside torch's generator).
     fn apply_torch(&self, input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
         let _ = (input, g);
         None

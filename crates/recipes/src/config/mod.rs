@@ -56,6 +56,9 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.ra_reps",
     "data.auto_augment",
     "data.random_erase",
+    "data.hflip",
+    "data.color_jitter",
+    "data.rotation",
     "data.interpolation",
     "data.crop_pct",
     "data.mean",
@@ -296,6 +299,20 @@ pub struct DataConfig {
     /// torchvision's `--random-erase`: the probability of `RandomErasing` on the normalised
     /// tensor, the last step. 0 (the default) leaves it out.
     pub random_erase: f64,
+    /// torchvision's `--hflip-prob`: the probability of `RandomHorizontalFlip` after the crop,
+    /// 0.5 by default; 0 leaves the step out (torchvision's preset then makes no draw for it).
+    #[serde(skip_serializing_if = "is_default_hflip")]
+    pub hflip: f64,
+    /// timm's `--color-jitter`: `ColorJitter(c, c, c)` (brightness, contrast and saturation
+    /// factors in `[max(0, 1 - c), 1 + c]`, no hue) after the flip and rotation, 0.4 being timm's
+    /// usual value. 0 (the default) leaves it out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub color_jitter: f64,
+    /// `RandomRotation(degrees)` after the flip: an angle uniform in `(-degrees, degrees)`,
+    /// nearest sampling, corners filled with 0, the image's size kept. 0 (the default) leaves
+    /// it out.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rotation: f64,
     /// torchvision's `--interpolation`: how the train crop (RandomResizedCrop) and the
     /// evaluation resize sample images, `bilinear`, `bicubic` or `nearest`, each PIL's
     /// (antialiased when shrinking, nearest aside). Exported models and `predict` resize the
@@ -316,6 +333,16 @@ pub struct DataConfig {
     /// model folder's `pretrained_cfg.std` decides, else ImageNet's `[0.229, 0.224, 0.225]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub std: Option<[f64; 3]>,
+}
+
+/// `data.hflip` at its default, left out of written configs so they stay as they were.
+fn is_default_hflip(p: &f64) -> bool {
+    *p == 0.5
+}
+
+/// A strength at 0 (off), left out of written configs so they stay as they were.
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// How images are resized (`data.interpolation`).
@@ -422,6 +449,9 @@ impl Default for DataConfig {
             ra_reps: 1,
             auto_augment: AutoAugmentKind::None,
             random_erase: 0.0,
+            hflip: 0.5,
+            color_jitter: 0.0,
+            rotation: 0.0,
             interpolation: None,
             crop_pct: None,
             mean: None,

@@ -197,6 +197,10 @@ mod tests {
             c.data.crop_pct = Some(0.95);
             c.data.mean = Some([0.5; 3]);
             c.data.std = Some([0.5; 3]);
+            // Written only away from their defaults.
+            c.data.hflip = 0.3;
+            c.data.color_jitter = 0.4;
+            c.data.rotation = 10.0;
             c.scheduler = s;
             let t = toml::Table::try_from(&c).unwrap();
             for (section, v) in t {

@@ -81,6 +81,19 @@ impl TrainConfig {
         if !(0.0..=1.0).contains(&d.random_erase) {
             invalid("data.random_erase", d.random_erase, "is a probability, in [0, 1]")?;
         }
+        if !(0.0..=1.0).contains(&d.hflip) {
+            invalid("data.hflip", d.hflip, "is a probability, in [0, 1] (0 leaves the flip out)")?;
+        }
+        if !(d.color_jitter >= 0.0 && d.color_jitter.is_finite()) {
+            invalid(
+                "data.color_jitter",
+                d.color_jitter,
+                "must be a finite number of at least 0 (0.4 is usual, 0 is off)",
+            )?;
+        }
+        if !(0.0..=180.0).contains(&d.rotation) {
+            invalid("data.rotation", d.rotation, "must be degrees in [0, 180] (0 is off)")?;
+        }
         if !(d.min_crop_scale > 0.0 && d.min_crop_scale <= 1.0) {
             invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
         }
@@ -566,6 +579,9 @@ impl TrainConfig {
             ("data.ra_reps", d.ra_reps != 1),
             ("data.auto_augment", d.auto_augment != AutoAugmentKind::None),
             ("data.random_erase", d.random_erase != 0.0),
+            ("data.hflip", d.hflip != 0.5),
+            ("data.color_jitter", d.color_jitter != 0.0),
+            ("data.rotation", d.rotation != 0.0),
             // Runs saved before it was optional wrote `interpolation = "bilinear"`: still read.
             ("data.interpolation", d.interpolation.is_some_and(|i| i != Interpolation::Bilinear)),
             ("data.crop_pct", d.crop_pct.is_some()),

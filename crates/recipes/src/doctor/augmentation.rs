@@ -292,6 +292,12 @@ fn lower_keys(config: &TrainConfig) -> String {
             d.random_erase
         ));
     }
+    if d.rotation > 0.0 {
+        keys.push(format!("lower data.rotation (now {}; 0 is off)", d.rotation));
+    }
+    if d.color_jitter > 0.0 {
+        keys.push(format!("lower data.color_jitter (now {}; 0.4 is usual, 0 is off)", d.color_jitter));
+    }
     match d.auto_augment {
         AutoAugmentKind::None => {}
         AutoAugmentKind::TaWide => {

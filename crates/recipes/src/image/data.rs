@@ -11,9 +11,9 @@ use torchlight_data::{
 };
 use torchlight_tensor::seed::derive_seed;
 use torchlight_vision::{
-    Compose, EvalPreprocessing, ImageFolder, Normalize, PixelCheck, RandAugment, RandomErasing,
-    RandomHorizontalFlip, RandomResizedCrop, SplitFolders, ToTensor, TrivialAugmentWide, VisionError,
-    IMAGENET_MEAN, IMAGENET_STD,
+    ColorJitter, Compose, EvalPreprocessing, ImageFolder, Normalize, PixelCheck, RandAugment, RandomErasing,
+    RandomHorizontalFlip, RandomResizedCrop, RandomRotation, SplitFolders, ToTensor, TrivialAugmentWide,
+    VisionError, IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// An image split as the loaders see it.
@@ -32,18 +32,28 @@ pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
 }
 
 /// The recipe's train transform for `data`, in torchvision's preset order: RandomResizedCrop
-/// (`data.min_crop_scale`, `data.interpolation`), horizontal flip, the `data.auto_augment`
-/// policy, ToTensor, normalisation (`data.mean`/`data.std`, ImageNet's by default), then
-/// `RandomErasing(data.random_erase)` when that is above 0. With the defaults (no policy, no
-/// erasing) it is [`train_transform`].
+/// (`data.min_crop_scale`, `data.interpolation`), `RandomHorizontalFlip(data.hflip)` unless
+/// that is 0, `RandomRotation(data.rotation)` and `ColorJitter(c, c, c)` for
+/// `data.color_jitter` when above 0, the `data.auto_augment` policy, ToTensor, normalisation
+/// (`data.mean`/`data.std`, ImageNet's by default), then `RandomErasing(data.random_erase)` when
+/// that is above 0. With the defaults (flip 0.5, nothing else) it is [`train_transform`].
+/// `validate` refuses the values the steps' constructors would panic on.
 pub fn train_transform_for(data: &DataConfig) -> Compose {
-    let mut t = Compose::default()
-        .then(
-            RandomResizedCrop::new(data.image_size as usize)
-                .with_scale(data.min_crop_scale, 1.0)
-                .with_interpolation(data.interpolation().mode()),
-        )
-        .then(RandomHorizontalFlip::default());
+    let mut t = Compose::default().then(
+        RandomResizedCrop::new(data.image_size as usize)
+            .with_scale(data.min_crop_scale, 1.0)
+            .with_interpolation(data.interpolation().mode()),
+    );
+    if data.hflip > 0.0 {
+        t = t.then(RandomHorizontalFlip::new(data.hflip));
+    }
+    if data.rotation > 0.0 {
+        t = t.then(RandomRotation::new(data.rotation));
+    }
+    if data.color_jitter > 0.0 {
+        let c = data.color_jitter;
+        t = t.then(ColorJitter::new(c, c, c, 0.0));
+    }
     t = match data.auto_augment {
         AutoAugmentKind::None => t,
         AutoAugmentKind::TaWide => t.then(TrivialAugmentWide::default()),

@@ -58,6 +58,35 @@ fn torch_seeded_views_equal_torchvisions_preset_bit_for_bit() {
     }
 }
 
+/// `data.hflip`, `data.rotation` and `data.color_jitter` shown by `torchlight augment
+/// --torch-seed` through the recipe's transform: torchvision's `Compose` of the same steps,
+/// bit for bit (`rot_jitter`); `data.hflip = 0` leaves the flip (and its draw) out, as
+/// torchvision's `hflip_prob=0` does (`no_flip`).
+#[test]
+fn torch_seeded_views_with_flip_rotation_and_jitter_keys_equal_torchvisions() {
+    let dir = temp_dir();
+    let f = fixtures();
+    let png = input_png(dir.path(), &f);
+    for (name, keys) in [
+        ("rot_jitter", &[("data.hflip", "0.3"), ("data.rotation", "15"), ("data.color_jitter", "0.4")][..]),
+        ("no_flip", &[("data.hflip", "0")][..]),
+    ] {
+        let mut config = TrainConfig::default();
+        config.set("data.image_size", "10").unwrap();
+        for (key, value) in keys {
+            config.set(key, value).unwrap();
+        }
+        config.validate().unwrap();
+        let got = augment_files(&config, std::slice::from_ref(&png), 6, Draws::Torch(7)).unwrap();
+        let want = get(&f, name);
+        for (k, t) in got[0].tensors.iter().enumerate() {
+            let want = Vec::<f32>::try_from(want.get(k as i64).flatten(0, -1)).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&t.data), bits(&want), "{name} view {k} differs from torchvision's");
+        }
+    }
+}
+
 /// A tiny ImageFolder: `train/<class>/<i>.png`, 3 classes of 4 noise images of 20x16.
 fn folder(root: &Path) {
     let mut state = 0x2545_f491_4f6c_dd1du64;

@@ -176,6 +176,14 @@ fn validate_names_the_invalid_field() {
         ("data.random_erase", "1.5", "data.random_erase"),
         ("data.random_erase", "-0.1", "data.random_erase"),
         ("data.random_erase", "nan", "data.random_erase"),
+        ("data.hflip", "1.5", "data.hflip"),
+        ("data.hflip", "-0.5", "data.hflip"),
+        ("data.hflip", "nan", "data.hflip"),
+        ("data.color_jitter", "-0.4", "data.color_jitter"),
+        ("data.color_jitter", "inf", "data.color_jitter"),
+        ("data.rotation", "-10", "data.rotation"),
+        ("data.rotation", "400", "data.rotation"),
+        ("data.rotation", "nan", "data.rotation"),
     ];
     for (key, value, field) in cases {
         assert_eq!(invalid_field(key, value), field, "{key} = {value}");
@@ -453,6 +461,29 @@ fn augmentation_keys_compose_torchvisions_preset_order() {
     assert_eq!(names(&c), ["crop", "flip", "ra", "to_tensor", "normalize", "erase"]);
     let err = c.set("data.auto_augment", "augmix").unwrap_err();
     assert!(err.to_string().contains("data.auto_augment"), "{err}");
+
+    // data.hflip, data.rotation and data.color_jitter: the flip's probability (0 leaves it out),
+    // then rotation and colour jitter after it, before the policy.
+    let mut c = TrainConfig::default();
+    c.set("data.rotation", "15").unwrap();
+    c.set("data.color_jitter", "0.4").unwrap();
+    c.set("data.hflip", "0.3").unwrap();
+    c.set("data.auto_augment", "ta_wide").unwrap();
+    c.validate().unwrap();
+    assert_eq!(names(&c), ["crop", "flip", "other", "other", "ta_wide", "to_tensor", "normalize"]);
+    let steps = format!("{:?}", train_transform_for(&c.data).transforms());
+    assert!(steps.contains("RandomHorizontalFlip { p: 0.3 }"), "{steps}");
+    assert!(steps.contains("RandomRotation { degrees: (-15.0, 15.0)"), "{steps}");
+    assert!(steps.contains("ColorJitter { brightness: Some((0.6, 1.4)), contrast: Some((0.6, 1.4)), saturation: Some((0.6, 1.4)), hue: None }"), "{steps}");
+    c.set("data.hflip", "0").unwrap();
+    assert_eq!(names(&c)[..2], ["crop", "other"]);
+    // At their defaults the keys are not written, so a run folder's config is as it was.
+    let written = toml::to_string(&TrainConfig::default()).unwrap();
+    for key in ["hflip", "color_jitter", "rotation"] {
+        assert!(!written.contains(key), "{key} written at its default:\n{written}");
+    }
+    let read: TrainConfig = toml::from_str(&written).unwrap();
+    assert_eq!((read.data.hflip, read.data.color_jitter, read.data.rotation), (0.5, 0.0, 0.0));
 }
 
 /// `scheduler.monitor = "val_top<k>"` is held to the metric an epoch logs, whose k is

@@ -214,6 +214,46 @@ fn built_ins() -> Vec<(&'static str, Box<dyn Transform>)> {
         ("RandomVerticalFlip", Box::new(RandomVerticalFlip::default())),
         ("ColorJitter", Box::new(ColorJitter::new(0.4, 0.4, 0.4, 0.1))),
         ("Grayscale(3)", Box::new(Grayscale::new(3))),
+        ("RandomGrayscale(0.5)", Box::new(torchlight_vision::RandomGrayscale::new(0.5))),
+        (
+            "RandomRotation(30, expand)",
+            Box::new(torchlight_vision::RandomRotation::new(30.0).with_expand(true)),
+        ),
+        (
+            "RandomAffine(10, translate, scale, shear)",
+            Box::new(
+                torchlight_vision::RandomAffine::new(10.0)
+                    .with_translate(0.1, 0.1)
+                    .with_scale(0.8, 1.2)
+                    .with_shear(5.0),
+            ),
+        ),
+        ("RandomPerspective", Box::new(torchlight_vision::RandomPerspective::default())),
+        ("GaussianBlur(3)", Box::new(torchlight_vision::GaussianBlur::new(3))),
+        (
+            "RandomApply(ColorJitter, RandomRotation)",
+            Box::new(torchlight_vision::RandomApply::new(
+                vec![
+                    Box::new(ColorJitter::new(0.4, 0.4, 0.4, 0.1)),
+                    Box::new(torchlight_vision::RandomRotation::new(10.0)),
+                ],
+                0.5,
+            )),
+        ),
+        (
+            "RandomChoice(flip, Grayscale)",
+            Box::new(torchlight_vision::RandomChoice::new(vec![
+                Box::new(RandomVerticalFlip::new(1.0)),
+                Box::new(Grayscale::new(3)),
+            ])),
+        ),
+        (
+            "RandomOrder(flip, ColorJitter)",
+            Box::new(torchlight_vision::RandomOrder::new(vec![
+                Box::new(RandomVerticalFlip::new(1.0)),
+                Box::new(ColorJitter::new(0.4, 0.0, 0.0, 0.0)),
+            ])),
+        ),
         ("TrivialAugmentWide", Box::new(TrivialAugmentWide::default())),
         ("RandAugment", Box::new(RandAugment::default())),
         ("RandomErasing(1.0)", Box::new(RandomErasing::new(1.0))),

@@ -19,6 +19,7 @@ mod point_ops;
 mod policies;
 mod preset;
 mod random;
+mod random_transforms;
 mod simd;
 mod variants;
 

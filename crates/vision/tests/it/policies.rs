@@ -110,8 +110,8 @@ fn seeded_preset_pipeline_equals_torchvisions_tensors() {
 #[test]
 fn compose_apply_like_torch_repeats_the_steps_and_names_a_step_without_torch_draws() {
     use torchlight_vision::{
-        ColorJitter, Compose, Normalize, RandomErasing, RandomHorizontalFlip, RandomResizedCrop, Sample,
-        ToTensor,
+        ColorJitter, Compose, Normalize, RandomChoice, RandomErasing, RandomHorizontalFlip,
+        RandomResizedCrop, Sample, ToTensor,
     };
     let fixtures = read_safetensors("pipeline.safetensors");
     let input = &fixtures["input"];
@@ -129,9 +129,11 @@ fn compose_apply_like_torch_repeats_the_steps_and_names_a_step_without_torch_dra
             preset.apply_like_torch(Sample::Image(image.clone()), &mut TorchGenerator::new(seed as u64));
         assert_eq!(got.unwrap().into_tensor().unwrap().data, want, "seed {seed}");
     }
-    let jitter =
-        Compose::default().then(RandomResizedCrop::new(10)).then(ColorJitter::new(0.4, 0.4, 0.4, 0.1));
+    // RandomChoice draws from Python's `random`, not torch's generator: it has no such path.
+    let choice = Compose::default()
+        .then(RandomResizedCrop::new(10))
+        .then(RandomChoice::new(vec![Box::new(ColorJitter::new(0.4, 0.4, 0.4, 0.1))]));
     let err =
-        jitter.apply_like_torch(Sample::Image(image), &mut TorchGenerator::new(0)).unwrap_err().to_string();
-    assert!(err.contains("step 2 (ColorJitter)") && err.contains("no torch-draw path"), "{err}");
+        choice.apply_like_torch(Sample::Image(image), &mut TorchGenerator::new(0)).unwrap_err().to_string();
+    assert!(err.contains("step 2 (RandomChoice)") && err.contains("no torch-draw path"), "{err}");
 }
