@@ -49,6 +49,7 @@ fn run(scenario: &str) -> Result<()> {
         "dies" => dies(&pg),
         "hangs" => hangs(&pg),
         "trainer" => crate::trainer::rank(&pg, &out),
+        "sync_bn" => crate::sync_bn::rank(&pg, &out),
         other => bail!("unknown scenario `{other}`"),
     }
 }
