@@ -50,6 +50,7 @@ fn run(scenario: &str) -> Result<()> {
         "hangs" => hangs(&pg),
         "trainer" => crate::trainer::rank(&pg, &out),
         "sync_bn" => crate::sync_bn::rank(&pg, &out),
+        "sync_bn_ddp" => crate::sync_bn::ddp_rank(&pg, &out),
         other => bail!("unknown scenario `{other}`"),
     }
 }

@@ -4,15 +4,20 @@
 //! frozen layers stay plain. `cuda.rs` runs the same comparison on CUDA tensors (ATen's
 //! sync-BN kernels), over Gloo and NCCL.
 
-use crate::common::{data, describe, init_deterministic, launcher, world_of_one};
+use crate::common::{
+    conv_bn, data, describe, init_deterministic, launch, launcher, max_diff, state, world_of_one,
+};
 use anyhow::{Context, Result};
 use std::path::Path;
 use tch::nn::ModuleT;
 use tch::{Device, Kind, Tensor};
 use torchlight_distributed::{
-    convert_sync_batchnorm, revert_sync_batchnorm, Backend, InitOptions, ProcessGroup,
+    convert_sync_batchnorm, revert_sync_batchnorm, Backend, DdpConfig, DistributedDataParallel, InitOptions,
+    ProcessGroup,
 };
+use torchlight_nn::Sequential;
 use torchlight_nn::{freeze_batch_norm, named_tensors, to_device, BatchNorm2d, BatchNormConfig};
+use torchlight_optim::{Optimizer, ParamGroup, Sgd, SgdConfig};
 
 /// The backend the ranks synchronise over: `gloo` (the default) or `nccl`.
 const BACKEND: &str = "TL_SYNC_BN_BACKEND";
@@ -239,4 +244,71 @@ fn a_world_of_one_normalises_as_plain_batch_norm_and_eval_frozen_stay_plain() {
     assert!(synced.forward_t(&x, true).equal(&frozen_plain.forward_t(&x, true)));
     assert_eq!(revert_sync_batchnorm(&mut synced), 1);
     assert!(synced.sync.is_none());
+}
+
+/// Samples per rank and step of the DDP equivalence, and steps.
+const DDP_PER_RANK: i64 = 4;
+const DDP_STEPS: i64 = 3;
+
+/// Trains `conv_bn` (Conv -> BatchNorm -> ReLU -> pool -> Linear) with SGD and momentum for
+/// `DDP_STEPS` steps: as one rank of `pg` with synchronised BatchNorm under DDP, or (`None`) as
+/// one process with plain BatchNorm on both ranks' batches concatenated.
+pub fn train_conv_bn(pg: Option<&ProcessGroup>) -> Result<Sequential> {
+    let mut model = conv_bn();
+    init_deterministic(&model, 21);
+    let mut ddp = match pg {
+        Some(pg) => {
+            anyhow::ensure!(convert_sync_batchnorm(&mut model, pg) == 1);
+            Some(DistributedDataParallel::new(&model, pg, DdpConfig::default())?)
+        }
+        None => None,
+    };
+    let mut sgd = Sgd::new(vec![ParamGroup::new(
+        torchlight_nn::named_parameters(&model),
+        SgdConfig::new(0.1).with_momentum(0.9),
+    )])?;
+    let (xs, ys) = data(31, (2 * DDP_PER_RANK * DDP_STEPS) as usize, [3, 6, 6], 3);
+    for step in 0..DDP_STEPS {
+        let (start, len) = match pg {
+            Some(pg) => ((2 * step + pg.rank() as i64) * DDP_PER_RANK, DDP_PER_RANK),
+            None => (2 * step * DDP_PER_RANK, 2 * DDP_PER_RANK),
+        };
+        let loss = model
+            .forward_t(&xs.narrow(0, start, len), true)
+            .cross_entropy_for_logits(&ys.narrow(0, start, len));
+        loss.backward();
+        if let Some(ddp) = &mut ddp {
+            ddp.sync_gradients()?;
+        }
+        sgd.step()?;
+        sgd.zero_grad()?;
+    }
+    Ok(model)
+}
+
+/// The rank side of the DDP equivalence: the trained state, written to `rank<r>.safetensors`.
+pub fn ddp_rank(pg: &ProcessGroup, out: &Path) -> Result<()> {
+    let model = train_conv_bn(Some(pg))?;
+    torchlight_nn::save_safetensors(&model, out.join(format!("rank{}.safetensors", pg.rank())))?;
+    Ok(())
+}
+
+/// With synchronised BatchNorm, data-parallel training of a model with BatchNorm equals one
+/// process on the concatenated batch (plain DDP does not: each rank normalises its own batch).
+#[test]
+fn ddp_with_sync_batch_norm_trains_a_batch_norm_model_like_one_process() {
+    let out = tempfile::tempdir().unwrap();
+    let outcome = launch("sync_bn_ddp", 2, out.path());
+    assert!(outcome.success(), "{}", describe(&outcome));
+    let rank0 = read(&out.path().join("rank0.safetensors")).unwrap();
+    let rank1 = read(&out.path().join("rank1.safetensors")).unwrap();
+    assert_eq!(max_diff(&rank0, &rank1), 0.0, "the replicas are identical");
+    let reference = state(&train_conv_bn(None).unwrap());
+    let d = max_diff(&rank0, &reference);
+    eprintln!("sync_bn under DDP: max |2 ranks - one process| = {d:e}");
+    // float32 over 3 SGD steps, sums in another order: 1e-5.
+    assert!(d < 1e-5, "max |2 ranks with SyncBatchNorm - one process| = {d}");
+    let start = conv_bn();
+    init_deterministic(&start, 21);
+    assert!(max_diff(&state(&start), &reference) > 1e-2, "training moved the weights");
 }
