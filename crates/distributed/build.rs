@@ -1,6 +1,6 @@
-//! Builds the c10d shim (`csrc/dist.cpp`, and `csrc/nccl.cpp` with the `nccl` feature) against
-//! the libtorch torchlight-tensor uses, with gloo's headers, and adds libtorch's lib folder as
-//! an rpath for this crate's tests.
+//! Builds the c10d shim (`csrc/dist.cpp`, `csrc/sync_bn.cpp`, and `csrc/nccl.cpp` with the
+//! `nccl` feature) against the libtorch torchlight-tensor uses, with gloo's headers, and adds
+//! libtorch's lib folder as an rpath for this crate's tests.
 //!
 //! libtorch ships c10d's headers but not gloo's, which `ProcessGroupGloo.hpp` includes. Any
 //! recent gloo's headers do (Debian's `libgloo-dev`; `cargo xtask setup --distributed` unpacks
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 const SYSTEM_INCLUDES: &[&str] = &["/usr/include", "/usr/local/include"];
 
 fn main() {
-    for file in ["csrc/dist.cpp", "csrc/dist.h", "csrc/handles.h", "csrc/nccl.cpp"] {
+    for file in ["csrc/dist.cpp", "csrc/dist.h", "csrc/handles.h", "csrc/nccl.cpp", "csrc/sync_bn.cpp"] {
         println!("cargo:rerun-if-changed={file}");
     }
     println!("cargo:rerun-if-env-changed=TORCHLIGHT_GLOO_INCLUDE");
@@ -55,7 +55,8 @@ fn main() {
         .define("USE_C10D_GLOO", None)
         // libtorch's headers are not warning-clean under -Wall; ours are checked by review.
         .warnings(false)
-        .file("csrc/dist.cpp");
+        .file("csrc/dist.cpp")
+        .file("csrc/sync_bn.cpp");
     if env::var_os("CARGO_FEATURE_NCCL").is_some() {
         add_nccl(&mut build, &libtorch);
     }

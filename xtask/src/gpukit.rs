@@ -23,6 +23,10 @@ use std::time::Instant;
 /// The crates whose integration-test binary has a `cuda` module behind a `cuda-tests` feature.
 pub const KIT_CRATES: &[&str] =
     &["torchlight-tensor", "torchlight-data", "torchlight-optim", "torchlight-train"];
+/// A kit crate too when gloo's headers can be had (its C++ shim needs them): its `cuda` tests
+/// without the `nccl` feature (synchronised BatchNorm on CUDA tensors over 2 Gloo ranks), as
+/// NCCL's headers are not at hand where the kit is built.
+pub const KIT_DISTRIBUTED: &str = "torchlight-distributed";
 /// The binaries the kit carries, with their packages.
 const KIT_BINS: &[(&str, &str)] =
     &[("torchlight", "torchlight-cli"), ("torchlight-bench", "torchlight-bench")];
@@ -120,9 +124,23 @@ pub fn gpu_kit(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, mode
     }
 }
 
+/// The crates whose CUDA tests the kit carries: [`KIT_CRATES`], and [`KIT_DISTRIBUTED`] when
+/// gloo's headers can be had (a kit without it says so).
+fn kit_crates(root: &Path) -> Vec<&'static str> {
+    let mut crates = KIT_CRATES.to_vec();
+    match crate::distributed::gloo_setup(root) {
+        Ok(_) => crates.push(KIT_DISTRIBUTED),
+        Err(e) => eprintln!(
+            "xtask: WARNING: the GPU kit leaves out {KIT_DISTRIBUTED}'s CUDA tests: its C++ shim needs \
+             gloo's headers, which could not be had: {e:#}"
+        ),
+    }
+    crates
+}
+
 /// The `--features` value turning on every kit crate's CUDA tests.
-fn features() -> String {
-    KIT_CRATES.iter().map(|c| format!("{c}/cuda-tests")).collect::<Vec<_>>().join(",")
+fn features(crates: &[&str]) -> String {
+    crates.iter().map(|c| format!("{c}/cuda-tests")).collect::<Vec<_>>().join(",")
 }
 
 /// Builds the kit into `kit` from the release (`release`) or debug profile.
@@ -138,10 +156,11 @@ fn build(root: &Path, kit: &Path, cargo: impl Fn() -> Command, release: bool) ->
     if release {
         cmd.arg("--release");
     }
-    for package in KIT_CRATES.iter().chain(KIT_BINS.iter().map(|(_, p)| p)) {
+    let kit_crates = kit_crates(root);
+    for package in kit_crates.iter().chain(KIT_BINS.iter().map(|(_, p)| p)) {
         cmd.args(["-p", package]);
     }
-    cmd.args(["--features", &features()]);
+    cmd.args(["--features", &features(&kit_crates)]);
     eprintln!("xtask: building the GPU kit ({}): {cmd:?}", if release { "release" } else { "debug" });
     let output = cmd.stderr(Stdio::inherit()).output().context("could not start cargo")?;
     if !output.status.success() {
@@ -161,7 +180,7 @@ fn build(root: &Path, kit: &Path, cargo: impl Fn() -> Command, release: bool) ->
             artifacts.bin(bin).with_context(|| format!("cargo built no `{bin}` binary ({package})"))?;
         binaries.push(strip(from, &kit.join("bin").join(bin))?);
     }
-    for package in KIT_CRATES {
+    for package in &kit_crates {
         let from = artifacts
             .test(package)
             .with_context(|| format!("cargo built no `it` test binary of {package}"))?;
@@ -176,7 +195,7 @@ fn build(root: &Path, kit: &Path, cargo: impl Fn() -> Command, release: bool) ->
         commit(root),
         utc_now()?,
         glibc_required(&binaries)?,
-        KIT_CRATES.join(" ")
+        kit_crates.join(" ")
     );
     std::fs::write(kit.join("kit.env"), manifest)?;
     if release {

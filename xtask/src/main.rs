@@ -268,10 +268,10 @@ fn test(cuda: bool, distributed: bool, passthrough: &[String]) -> Result<()> {
         eprintln!("xtask: NVIDIA GPU and CUDA libtorch present: enabling the `cuda-tests` feature");
         let mut features = CUDA_TEST_FEATURES.to_string();
         if distributed {
-            // NCCL with one rank; its build needs CUDA's crt and cccl headers besides the
-            // install's own.
+            // Synchronised BatchNorm on CUDA tensors, and NCCL; NCCL's build needs CUDA's crt and
+            // cccl headers besides the install's own.
             distributed::cuda_headers(&root)?;
-            features.push_str(",torchlight-distributed/cuda-tests");
+            features.push_str(",torchlight-distributed/cuda-tests,torchlight-distributed/nccl");
         }
         args.extend(["--features".into(), features]);
     }

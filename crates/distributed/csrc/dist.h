@@ -59,6 +59,15 @@ int tl_dist_barrier(tl_dist_group *group, tl_dist_work **out);
 // rank did not use but another did).
 int tl_dist_set_grad(tl_tensor param, tl_tensor grad);
 
+// Synchronised BatchNorm (csrc/sync_bn.cpp): torch.nn.SyncBatchNorm's training forward of
+// input [N, C, ...] over the group, recorded for autograd so that its backward all-reduces the
+// gradient sums; *out receives the new output tensor. weight, bias, running_mean and
+// running_var may be null; the running statistics, when given, are updated in place with the
+// world's mean and unbiased variance. Every collective waits at most timeout_ms.
+int tl_dist_sync_batch_norm(tl_dist_group *group, int64_t timeout_ms, tl_tensor input,
+                            tl_tensor weight, tl_tensor bias, tl_tensor running_mean,
+                            tl_tensor running_var, double momentum, double eps, tl_tensor *out);
+
 // Work::wait(timeout_ms): rethrows the collective's failure, or fails after timeout_ms.
 int tl_dist_work_wait(tl_dist_work *work, int64_t timeout_ms);
 void tl_dist_work_free(tl_dist_work *work);

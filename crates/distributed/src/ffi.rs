@@ -84,6 +84,19 @@ extern "C" {
     ) -> c_int;
     pub(crate) fn tl_dist_barrier(group: *mut RawGroup, out: *mut *mut RawWork) -> c_int;
     pub(crate) fn tl_dist_set_grad(param: RawTensor, grad: RawTensor) -> c_int;
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn tl_dist_sync_batch_norm(
+        group: *mut RawGroup,
+        timeout_ms: i64,
+        input: RawTensor,
+        weight: RawTensor,
+        bias: RawTensor,
+        running_mean: RawTensor,
+        running_var: RawTensor,
+        momentum: f64,
+        eps: f64,
+        out: *mut RawTensor,
+    ) -> c_int;
     pub(crate) fn tl_dist_work_wait(work: *mut RawWork, timeout_ms: i64) -> c_int;
     pub(crate) fn tl_dist_work_free(work: *mut RawWork);
 }

@@ -330,6 +330,11 @@ impl ProcessGroup {
         Ok(())
     }
 
+    /// The shim's group, live as long as `self`.
+    pub(crate) fn raw(&self) -> *mut ffi::RawGroup {
+        self.inner.raw.as_ptr()
+    }
+
     /// Whether this is rank 0.
     pub fn is_main(&self) -> bool {
         self.inner.rank == 0

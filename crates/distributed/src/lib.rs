@@ -14,6 +14,8 @@
 //!   passes. Dropping the last handle destroys the group (`destroy_process_group`).
 //! - [`DistributedDataParallel`]: replicas kept identical; gradients averaged in ~25 MiB
 //!   buckets after backward; BatchNorm buffers broadcast from rank 0.
+//! - [`convert_sync_batchnorm`]: BatchNorm with batch statistics over every rank
+//!   ([`SyncBatchNorm`], `torch.nn.SyncBatchNorm`).
 //! - [`Launcher`]: N local ranks of a program, like `torchrun --standalone`.
 //! - [`DataParallel`] (and `DistributedDataParallel` itself): the `torchlight-train` Trainer's
 //!   [`Distributed`](torchlight_train::Distributed) world, so `fit` trains data-parallel.
@@ -31,6 +33,7 @@ mod ffi;
 mod group;
 mod launch;
 mod store;
+mod sync_bn;
 mod trainer;
 
 pub use ddp::{DdpConfig, DistributedDataParallel};
@@ -39,4 +42,5 @@ pub use error::{DistributedError, Result};
 pub use group::{Backend, InitOptions, ProcessGroup, ReduceOp, Work, DEFAULT_TIMEOUT};
 pub use launch::{LaunchOutcome, Launcher, RankExit};
 pub use store::TcpStore;
+pub use sync_bn::{convert_sync_batchnorm, revert_sync_batchnorm, SyncBatchNorm};
 pub use trainer::DataParallel;

@@ -4,6 +4,7 @@
 use crate::ddp::{DdpConfig, DistributedDataParallel};
 use crate::error::DistributedError;
 use crate::group::{ProcessGroup, ReduceOp};
+use crate::sync_bn::convert_sync_batchnorm;
 use tch::Tensor;
 use torchlight_nn::Module;
 use torchlight_train::{Distributed, TrainError};
@@ -57,6 +58,10 @@ impl Distributed for DistributedDataParallel {
 
     fn barrier(&self) -> torchlight_train::Result<()> {
         self.group().barrier().map_err(train_error)
+    }
+
+    fn convert_sync_batch_norm(&self, model: &mut dyn Module) -> usize {
+        convert_sync_batchnorm(model, self.group())
     }
 }
 
@@ -142,5 +147,9 @@ impl Distributed for DataParallel {
 
     fn barrier(&self) -> torchlight_train::Result<()> {
         self.group.barrier().map_err(train_error)
+    }
+
+    fn convert_sync_batch_norm(&self, model: &mut dyn Module) -> usize {
+        convert_sync_batchnorm(model, &self.group)
     }
 }

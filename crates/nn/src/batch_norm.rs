@@ -1,8 +1,11 @@
-//! `BatchNorm2d` (`torch.nn.BatchNorm2d`), with running statistics and `num_batches_tracked`.
+//! `BatchNorm2d` (`torch.nn.BatchNorm2d`), with running statistics and `num_batches_tracked`,
+//! and the hook through which a data-parallel world synchronises its batch statistics
+//! (`torch.nn.SyncBatchNorm`).
 
 use crate::module::{visit_modules_mut, Module};
 use crate::options::LayerOptions;
 use std::cell::RefCell;
+use std::sync::Arc;
 use tch::{Kind, Tensor};
 use torchlight_tensor::no_grad;
 
@@ -66,6 +69,54 @@ pub struct BatchNorm2d {
     /// `state_dict`: a program sets it again after building the model. Default off.
     #[module(skip)]
     pub frozen: bool,
+    /// The synchronised batch normalisation a training forward runs instead of the plain one
+    /// (`torch.nn.SyncBatchNorm`), set by a data-parallel world (torchlight-distributed's
+    /// `convert_sync_batchnorm`); `None` (the default) is plain BatchNorm. Evaluation and a
+    /// [`frozen`](Self::frozen) layer stay plain. Not part of the `state_dict`: the parameters
+    /// and buffers are the same either way, so checkpoints and exports do not change.
+    #[module(skip)]
+    pub sync: Option<Arc<dyn BatchNormSync>>,
+}
+
+/// A batch normalisation whose batch statistics cover more than this process's batch: the
+/// training forward of a [`BatchNorm2d`] with [`sync`](BatchNorm2d::sync) set. nn defines the
+/// hook; torchlight-distributed implements it over a process group (so nn needs no
+/// collectives).
+pub trait BatchNormSync: std::fmt::Debug + Send + Sync {
+    /// The training forward over `xs` `[N, C, ...]`: normalised with the mean and biased
+    /// variance over every participant's batch, `running_mean` / `running_var` (when given)
+    /// updated in place with `momentum` and the unbiased variance over the total count, as
+    /// `F.batch_norm(training=True)` on the concatenated batch would; its backward must give
+    /// that batch's gradients too.
+    ///
+    /// # Panics
+    /// When the participants cannot agree (a peer failed, the timeout passed) or hold one
+    /// value per channel in all; a forward has no error channel.
+    #[allow(clippy::too_many_arguments)]
+    fn batch_norm(
+        &self,
+        xs: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        running_mean: Option<&Tensor>,
+        running_var: Option<&Tensor>,
+        momentum: f64,
+        eps: f64,
+    ) -> Tensor;
+}
+
+/// Sets (or, with `None`, clears) the [`sync`](BatchNorm2d::sync) hook of every
+/// [`BatchNorm2d`] of `module`, frozen ones included (they stay plain while frozen and
+/// synchronise once thawed). Returns how many layers it set.
+pub fn set_batch_norm_sync(module: &mut dyn Module, sync: Option<Arc<dyn BatchNormSync>>) -> usize {
+    let mut count = 0;
+    visit_modules_mut(module, &mut |_, m| {
+        if let Some(bn) = m.as_any_mut().downcast_mut::<BatchNorm2d>() {
+            bn.sync = sync.clone();
+            count += 1;
+        }
+    });
+    count
 }
 
 impl BatchNorm2d {
@@ -97,6 +148,7 @@ impl BatchNorm2d {
             num_batches_tracked: track.then(|| o.full(&[], 0.0, Kind::Int64)),
             config,
             frozen: false,
+            sync: None,
         }
     }
 }
@@ -180,7 +232,9 @@ impl tch::nn::ModuleT for BatchNorm2d {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         let train = train && !self.frozen;
         let tracking = self.running_mean.is_some();
-        if train || !tracking {
+        let sync = self.sync.as_ref().filter(|_| train);
+        // A synchronised layer checks the count over every rank instead.
+        if (train || !tracking) && sync.is_none() {
             verify_batch_size(xs);
         }
         let mut momentum = self.config.momentum.unwrap_or(0.0);
@@ -193,6 +247,17 @@ impl tch::nn::ModuleT for BatchNorm2d {
                     momentum = 1.0 / n.int64_value(&[]) as f64;
                 }
             }
+        }
+        if let Some(sync) = sync {
+            return sync.batch_norm(
+                xs,
+                self.weight.as_ref(),
+                self.bias.as_ref(),
+                self.running_mean.as_ref(),
+                self.running_var.as_ref(),
+                momentum,
+                self.config.eps,
+            );
         }
         xs.batch_norm(
             self.weight.as_ref(),
@@ -287,6 +352,56 @@ mod tests {
         assert!(bn.weight.as_ref().unwrap().requires_grad());
         let _ = bn.forward_t(&x, true);
         assert!(!unchanged(&before, &bn), "thawed, it tracks again");
+    }
+
+    /// A hook that counts its calls and runs plain BatchNorm.
+    #[derive(Debug, Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl BatchNormSync for Counting {
+        fn batch_norm(
+            &self,
+            xs: &Tensor,
+            weight: Option<&Tensor>,
+            bias: Option<&Tensor>,
+            running_mean: Option<&Tensor>,
+            running_var: Option<&Tensor>,
+            momentum: f64,
+            eps: f64,
+        ) -> Tensor {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            xs.batch_norm(weight, bias, running_mean, running_var, true, momentum, eps, true)
+        }
+    }
+
+    #[test]
+    fn only_training_forwards_of_unfrozen_layers_reach_the_sync_hook() {
+        let hook = Arc::new(Counting::default());
+        let calls = || hook.0.load(std::sync::atomic::Ordering::SeqCst);
+        let mut model = crate::resnet::resnet18(4);
+        let keys = |m: &dyn Module| snapshot(m).into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        let before = keys(&model);
+        assert_eq!(set_batch_norm_sync(&mut model, Some(hook.clone())), 20);
+        assert_eq!(keys(&model), before, "the same parameters and buffers");
+        let x = Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu));
+        let _ = model.forward_t(&x, false);
+        assert_eq!(calls(), 0, "eval is plain");
+        let _ = model.forward_t(&x, true);
+        assert_eq!(calls(), 20, "every BatchNorm in training");
+        // The momentum handed over is the layer's; a cumulative average's is 1/num_batches.
+        let mut bn = BatchNorm2d::new(3, BatchNormConfig { momentum: None, ..Default::default() });
+        set_batch_norm_sync(&mut bn, Some(hook.clone()));
+        let xs = Tensor::randn([4, 3, 2, 2], (Kind::Float, Device::Cpu));
+        let _ = bn.forward_t(&xs, true);
+        let _ = bn.forward_t(&xs, true);
+        assert_eq!(bn.num_batches_tracked.as_ref().unwrap().int64_value(&[]), 2);
+        freeze_batch_norm(&mut model);
+        let _ = model.forward_t(&x, true);
+        assert_eq!(calls(), 22, "frozen layers are plain");
+        unfreeze_batch_norm(&mut model);
+        assert_eq!(set_batch_norm_sync(&mut model, None), 20);
+        let _ = model.forward_t(&x, true);
+        assert_eq!(calls(), 22, "cleared");
     }
 
     #[test]

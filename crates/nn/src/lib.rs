@@ -102,7 +102,8 @@ mod vision_transformer;
 pub use activation::{Hardsigmoid, Hardswish, LeakyReLU, ReLU, ReLU6, SiLU, Sigmoid, Tanh, GELU};
 pub use attention::MultiheadAttention;
 pub use batch_norm::{
-    freeze_batch_norm, probe_single_value_batch_norm, unfreeze_batch_norm, BatchNorm2d, BatchNormConfig,
+    freeze_batch_norm, probe_single_value_batch_norm, set_batch_norm_sync, unfreeze_batch_norm, BatchNorm2d,
+    BatchNormConfig, BatchNormSync,
 };
 pub use classifier::{classifier_of, Classifier};
 pub use conv::{Conv2d, Conv2dConfig};

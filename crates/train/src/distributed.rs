@@ -48,4 +48,14 @@ pub trait Distributed {
 
     /// Returns once every rank has reached it.
     fn barrier(&self) -> Result<()>;
+
+    /// `torch.nn.SyncBatchNorm.convert_sync_batchnorm`: makes every BatchNorm of `model`
+    /// normalise its training batches with the statistics of every rank's batch (nn's
+    /// `BatchNorm2d::sync` hook), leaving its parameters, buffers and evaluation unchanged.
+    /// Every rank calls it for the same model. Returns how many layers now synchronise; the
+    /// default, for a world that cannot, converts none.
+    fn convert_sync_batch_norm(&self, model: &mut dyn Module) -> usize {
+        let _ = model;
+        0
+    }
 }

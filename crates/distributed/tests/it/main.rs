@@ -11,5 +11,6 @@ mod ddp;
 mod failures;
 mod ranks;
 mod shim_rule;
+mod sync_bn;
 mod torchrun;
 mod trainer;

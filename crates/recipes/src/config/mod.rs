@@ -113,6 +113,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "train.model_ema_decay",
     "train.model_ema_steps",
     "train.model_ema_warmup",
+    "train.sync_bn",
     "train.grad_clip",
     "train.accumulation_steps",
     "train.early_stopping_patience",
@@ -797,6 +798,15 @@ pub struct LoopConfig {
     /// optimizer step with the warm-up decay `1 - (1 + step)^(-2/3)`, capped at
     /// `model_ema_decay` (not adjusted); needs `model_ema`.
     pub model_ema_warmup: bool,
+    /// Synchronised BatchNorm in a data-parallel run (`torch.nn.SyncBatchNorm.
+    /// convert_sync_batchnorm`, torchvision's `--sync-bn`): each BatchNorm normalises a
+    /// training batch with the mean and variance of every rank's batch together, and its
+    /// running statistics follow the global batch, at the cost of a collective per BatchNorm
+    /// in each forward and backward pass; off. A single process trains with plain BatchNorm
+    /// (the same thing) and says so; frozen BatchNorms (`model.freeze_bn`) stay plain.
+    /// Checkpoints and exports are unchanged. Image runs only (the text models have no
+    /// BatchNorm).
+    pub sync_bn: bool,
     /// Max total gradient norm (`clip_grad_norm_`); `None` does not clip.
     pub grad_clip: Option<f64>,
     /// Batches whose gradients add up before each optimizer step; 1.
@@ -854,6 +864,7 @@ impl Default for LoopConfig {
             model_ema_decay: 0.99998,
             model_ema_steps: 32,
             model_ema_warmup: false,
+            sync_bn: false,
             grad_clip: None,
             accumulation_steps: 1,
             early_stopping_patience: None,

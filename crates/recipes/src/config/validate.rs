@@ -590,6 +590,7 @@ impl TrainConfig {
             ("train.mixup_alpha", t.mixup_alpha != 0.0),
             ("train.cutmix_alpha", t.cutmix_alpha != 0.0),
             ("train.model_ema", t.model_ema),
+            ("train.sync_bn", t.sync_bn),
         ];
         for (field, set) in image_only {
             if set {

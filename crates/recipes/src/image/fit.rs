@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tch::Tensor;
 use torchlight_checkpoint::Checkpoint;
+use torchlight_nn::Module;
 use torchlight_tensor::seed_everything;
 use torchlight_train::{
     best_of, plot_confusion_matrix, BackboneFinetuning, Classification, Distributed, EarlyStopping,
@@ -82,6 +83,26 @@ fn fit_on(
     check_batch_norm_batches(&config, per_rank.min(config.train.batch_size))?;
     let run = new_run_dir(&config, world.as_deref(), |run| config.write_toml_file(run.config_path()))?;
     train_run(config, splits, run, None, 0, progress, world)
+}
+
+/// `train.sync_bn`: has `world` make `model`'s BatchNorms synchronised (every rank's batch
+/// statistics together), or leaves them plain in a single process, where they already see the
+/// whole batch. Returns the line saying which.
+fn sync_batch_norm(model: &mut dyn Module, world: Option<&dyn Distributed>, frozen: bool) -> String {
+    let Some(world) = world.filter(|w| w.world_size() > 1) else {
+        return "train.sync_bn: a single process trains with plain BatchNorm (its batch is the whole batch; \
+                nothing to synchronise)"
+            .to_string();
+    };
+    match world.convert_sync_batch_norm(model) {
+        0 => "train.sync_bn: no BatchNorm to synchronise (the model has none, or this world cannot)"
+            .to_string(),
+        n => format!(
+            "train.sync_bn: {n} BatchNorm layers normalise with the statistics of all {} ranks' batches{}",
+            world.world_size(),
+            if frozen { " once unfrozen (model.freeze_bn keeps them plain)" } else { "" }
+        ),
+    }
 }
 
 /// This recipe trains `train.task = "image"` runs only (`text::fit` the text ones).
@@ -192,6 +213,9 @@ fn train_run(
     }
     if config.model.freeze_bn {
         progress.line("model.freeze_bn: every BatchNorm keeps its running statistics and its weight and bias do not train (the frozen tensors above)");
+    }
+    if t.sync_bn {
+        progress.line(&sync_batch_norm(model.as_mut(), world.as_deref(), config.model.freeze_bn));
     }
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
     let steps_per_epoch = train_loader.len().div_ceil(t.accumulation_steps);
@@ -370,4 +394,80 @@ fn check_hub_folder(config: &TrainConfig, dir: &std::path::Path) -> Result<()> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use torchlight_nn::{set_batch_norm_sync, BatchNorm2d, BatchNormSync};
+
+    /// A world of two whose conversion sets a hook that is never called here.
+    struct TwoRanks;
+
+    #[derive(Debug)]
+    struct Unused;
+
+    impl BatchNormSync for Unused {
+        fn batch_norm(
+            &self,
+            _: &Tensor,
+            _: Option<&Tensor>,
+            _: Option<&Tensor>,
+            _: Option<&Tensor>,
+            _: Option<&Tensor>,
+            _: f64,
+            _: f64,
+        ) -> Tensor {
+            unreachable!("no forward in this test")
+        }
+    }
+
+    impl Distributed for TwoRanks {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn world_size(&self) -> usize {
+            2
+        }
+        fn broadcast_parameters(&mut self, _: &dyn Module) -> torchlight_train::Result<()> {
+            Ok(())
+        }
+        fn sync_gradients(&mut self, _: &dyn Module) -> torchlight_train::Result<()> {
+            Ok(())
+        }
+        fn all_reduce_sum(&self, _: &[Tensor]) -> torchlight_train::Result<()> {
+            Ok(())
+        }
+        fn all_gather(&self, t: &Tensor) -> torchlight_train::Result<Vec<Tensor>> {
+            Ok(vec![t.shallow_clone(), t.shallow_clone()])
+        }
+        fn barrier(&self) -> torchlight_train::Result<()> {
+            Ok(())
+        }
+        fn convert_sync_batch_norm(&self, model: &mut dyn Module) -> usize {
+            set_batch_norm_sync(model, Some(Arc::new(Unused)))
+        }
+    }
+
+    fn synced(model: &mut dyn Module) -> usize {
+        let mut n = 0;
+        torchlight_nn::visit_modules_mut(model, &mut |_, m| {
+            n += m.as_any().downcast_ref::<BatchNorm2d>().is_some_and(|bn| bn.sync.is_some()) as usize;
+        });
+        n
+    }
+
+    #[test]
+    fn sync_bn_converts_in_a_world_of_ranks_and_says_a_single_process_stays_plain() {
+        let mut model = torchlight_nn::resnet18(3);
+        let line = sync_batch_norm(&mut model, None, false);
+        assert!(line.starts_with("train.sync_bn: a single process trains with plain BatchNorm"), "{line}");
+        assert_eq!(synced(&mut model), 0);
+        let line = sync_batch_norm(&mut model, Some(&TwoRanks), false);
+        assert!(line.contains("20 BatchNorm layers") && line.contains("all 2 ranks"), "{line}");
+        assert_eq!(synced(&mut model), 20);
+        let line = sync_batch_norm(&mut model, Some(&TwoRanks), true);
+        assert!(line.contains("model.freeze_bn keeps them plain"), "{line}");
+    }
 }

@@ -722,3 +722,34 @@ fn interpolation_reaches_the_train_crop_and_the_eval_resize() {
     .and_then(|c| c.validate())
     .unwrap();
 }
+
+/// `train.sync_bn` is a boolean, off by default, of image runs only; a bad value is one line
+/// naming the key, from a file or an override.
+#[test]
+fn train_sync_bn_is_a_boolean_of_image_runs() {
+    let mut c = TrainConfig::default();
+    assert!(!c.train.sync_bn);
+    c.set("sync_bn", "true").unwrap();
+    assert!(c.train.sync_bn);
+    c.validate().unwrap();
+    let err = c.set("train.sync_bn", "yes").unwrap_err();
+    assert!(matches!(&err, RecipeError::InvalidOverride { key, .. } if key == "train.sync_bn"), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("train.sync_bn") && !text.contains('\n'), "{text}");
+    assert!(c.train.sync_bn, "a refused override changes nothing");
+
+    let dir = crate::temp_dir();
+    let text =
+        TrainConfig::from_toml_file(write(dir.path(), "[train]\nsync_bn = 2\n")).unwrap_err().to_string();
+    assert!(text.contains("train.sync_bn") && text.contains("train.toml") && !text.contains('\n'), "{text}");
+    let read = TrainConfig::from_toml_file(write(dir.path(), "[train]\nsync_bn = true\n")).unwrap();
+    assert!(read.train.sync_bn);
+
+    // The text models have no BatchNorm: refused rather than ignored.
+    c.set("task", "text").unwrap();
+    c.model.name = "textcnn".into();
+    match c.validate() {
+        Err(RecipeError::InvalidConfig { field, .. }) => assert_eq!(field, "train.sync_bn"),
+        other => panic!("expected train.sync_bn refused for a text run, got {other:?}"),
+    }
+}

@@ -828,3 +828,31 @@ fn a_resnet50d_hub_folder_is_the_starting_point() {
         }
     }
 }
+
+/// `train.sync_bn` in a single process trains with plain BatchNorm (it prints a note saying
+/// so): the same weights and statistics, bit for bit, as the run without it, and a checkpoint
+/// with the same keys.
+#[test]
+fn sync_bn_in_a_single_process_trains_as_plain_batch_norm() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [8, 4, 0]);
+    let run = |out: &str, sync_bn: bool| {
+        let mut c = small_config(&tmp.path().join("data"), &tmp.path().join(out), 1);
+        c.train.sync_bn = sync_bn;
+        let run = fit(c, &Progress::quiet()).unwrap().run_dir;
+        let checkpoint = torchlight_checkpoint::Checkpoint::load(run.join("checkpoints/last")).unwrap();
+        checkpoint.model_state().iter().map(|(k, t)| (k.clone(), t.copy())).collect::<Vec<_>>()
+    };
+    let (plain, synced) = (run("plain", false), run("synced", true));
+    assert_eq!(plain.len(), synced.len());
+    let start = torchlight_nn::resnet18(3);
+    let mut moved = 0;
+    for ((ka, a), (kb, b)) in plain.iter().zip(&synced) {
+        assert_eq!(ka, kb);
+        assert!(a.equal(b), "{ka} differs with train.sync_bn in a single process");
+        let initial = torchlight_nn::named_buffers(&start).into_iter().find(|(k, _)| k == ka);
+        moved += usize::from(initial.is_some_and(|(_, t)| !t.equal(a)));
+    }
+    assert!(moved > 0, "the BatchNorm statistics trained");
+}
