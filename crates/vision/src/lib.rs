@@ -55,7 +55,8 @@ pub mod torch_draws;
 mod transform;
 
 pub use auto_augment::{
-    apply_op, torch_linspace_f32, AugmentOp, RandAugment, TrivialAugmentWide, AUGMENT_OPS,
+    apply_op, apply_op_with, torch_linspace_f32, AugmentOp, AutoAugment, AutoAugmentPolicy, RandAugment,
+    TrivialAugmentWide, AUGMENT_OPS,
 };
 pub use center_crop::CenterCrop;
 pub use color_jitter::{
