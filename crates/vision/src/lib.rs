@@ -23,6 +23,7 @@
 //! # Ok::<(), torchlight_vision::VisionError>(())
 //! ```
 
+mod augmix;
 mod auto_augment;
 mod bmp;
 mod center_crop;
@@ -54,6 +55,7 @@ mod to_tensor;
 pub mod torch_draws;
 mod transform;
 
+pub use augmix::{apply_op_tensor, sample_dirichlet, AugMix};
 pub use auto_augment::{
     apply_op, apply_op_with, torch_linspace_f32, AugmentOp, AutoAugment, AutoAugmentPolicy, RandAugment,
     TrivialAugmentWide, AUGMENT_OPS,
