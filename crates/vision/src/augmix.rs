@@ -10,6 +10,7 @@ use crate::image::Image;
 use crate::point_ops::equalize;
 use crate::resample::InterpolationMode;
 use crate::torch_draws::randint;
+use crate::torch_rng::TorchRng;
 use crate::transform::{expect_image, Sample, Transform};
 use rand::RngCore;
 use std::any::Any;
@@ -387,16 +388,11 @@ impl AugMix {
     }
 
     /// The sampling of the geometric ops: nearest or bilinear (the default), the modes of
-    /// torchvision's tensor ops.
-    ///
-    /// # Errors
-    /// Another mode (torchvision raises when such an op runs).
-    pub fn with_interpolation(mut self, interpolation: InterpolationMode) -> Result<Self> {
-        if !matches!(interpolation, InterpolationMode::Nearest | InterpolationMode::Bilinear) {
-            return Err(unsupported(interpolation));
-        }
+    /// torchvision's tensor ops; with another, a geometric op is an error when it runs, as in
+    /// torchvision.
+    pub fn with_interpolation(mut self, interpolation: InterpolationMode) -> Self {
         self.interpolation = interpolation;
-        Ok(self)
+        self
     }
 
     /// The ops of AugMix's space in torchvision's order with their 10 magnitudes on an image of
@@ -430,19 +426,32 @@ impl AugMix {
 
     /// The transform with draws from any generator: with a [`crate::TorchGenerator`] seeded
     /// as `torch.manual_seed(s)`, torchvision's image for that seed. Torch keeps a spare normal
-    /// in its generator between calls; this call starts without one (as after `manual_seed`).
+    /// in its generator between calls; this call starts without one (as after `manual_seed`):
+    /// [`AugMix::apply_with_spare`] (or a [`crate::TorchRng`]) carries it.
     ///
     /// # Errors
     /// As [`apply_op_tensor`].
     pub fn apply_with<R: RngCore + ?Sized>(&self, image: Image, rng: &mut R) -> Result<Image> {
+        self.apply_with_spare(image, rng, &mut None)
+    }
+
+    /// [`AugMix::apply_with`] with torch's spare normal (`next_double_normal_sample`) taken
+    /// from and left in `spare_normal`, so consecutive calls repeat torch's consecutive calls.
+    ///
+    /// # Errors
+    /// As [`apply_op_tensor`].
+    pub fn apply_with_spare<R: RngCore + ?Sized>(
+        &self,
+        image: Image,
+        rng: &mut R,
+        spare_normal: &mut Option<f64>,
+    ) -> Result<Image> {
         let space = Self::space(self.all_ops, image.height(), image.width());
-        let mut cached = None;
+        let cached = spare_normal;
         let a = self.alpha as f32;
-        let m = sample_dirichlet(rng, &[a, a], &mut cached);
-        let weights: Vec<f32> = sample_dirichlet(rng, &vec![a; self.mixture_width], &mut cached)
-            .iter()
-            .map(|w| w * m[1])
-            .collect();
+        let m = sample_dirichlet(rng, &[a, a], cached);
+        let weights: Vec<f32> =
+            sample_dirichlet(rng, &vec![a; self.mixture_width], cached).iter().map(|w| w * m[1]).collect();
         let mut mix: Vec<f32> = image.pixels().iter().map(|&v| m[0] * f32::from(v)).collect();
         for &weight in &weights {
             let depth = if self.chain_depth > 0 { self.chain_depth } else { randint(rng, 1, 4) };
@@ -480,5 +489,13 @@ impl Transform for AugMix {
 
     fn apply_torch(&self, input: Sample, g: &mut dyn RngCore) -> Option<Result<Sample>> {
         Some(expect_image(input, "AugMix").and_then(|image| Ok(Sample::Image(self.apply_with(image, g)?))))
+    }
+
+    fn apply_torch_rng(&self, input: Sample, g: &mut TorchRng) -> Option<Result<Sample>> {
+        let (generator, spare) = g.parts();
+        Some(
+            expect_image(input, "AugMix")
+                .and_then(|image| Ok(Sample::Image(self.apply_with_spare(image, generator, spare)?))),
+        )
     }
 }

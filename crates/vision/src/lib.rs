@@ -53,6 +53,7 @@ mod resize;
 mod tiff;
 mod to_tensor;
 pub mod torch_draws;
+mod torch_rng;
 mod transform;
 
 pub use augmix::{apply_op_tensor, sample_dirichlet, AugMix};
@@ -88,6 +89,7 @@ pub use random_erasing::{EraseValue, ErasingParams, RandomErasing};
 pub use random_resized_crop::{CropBox, RandomResizedCrop};
 pub use resize::{InterpolationMode, Resize, ResizeSize};
 pub use to_tensor::ToTensor;
+pub use torch_rng::TorchRng;
 pub use torchlight_data::TorchGenerator;
 pub use transform::{LeadingCrop, Sample, TensorImage, Transform};
 

@@ -147,6 +147,13 @@ pub trait Transform: Debug + Send + Sync {
         let _ = (input, g);
         None
     }
+
+    /// [`Transform::apply_torch`] with torch's whole generator state ([`crate::TorchRng`]: the
+    /// stream and the spare normal torch keeps between calls), for a transform whose draws use
+    /// the spare (AugMix's Dirichlet weights). The default runs `apply_torch` on the stream.
+    fn apply_torch_rng(&self, input: Sample, g: &mut crate::TorchRng) -> Option<Result<Sample>> {
+        self.apply_torch(input, g)
+    }
 }
 
 /// [`Transform::apply`] of a transform that draws nothing, for its [`Transform::apply_torch`].
