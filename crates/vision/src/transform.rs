@@ -141,7 +141,7 @@ pub trait Transform: Debug + Send + Sync {
     ///
     /// `None` (the default): the transform has no such path; [`crate::Compose::apply_torch`]
     /// then names it. Built-in: every transform of the recipes' presets (RandomResizedCrop,
-    /// the flips, TrivialAugmentWide, RandAugment, RandomErasing, and the deterministic
+    /// the flips, AutoAugment, TrivialAugmentWide, RandAugment, AugMix, RandomErasing, and the deterministic
     /// Resize, CenterCrop, Grayscale, ToTensor, Normalize).
     fn apply_torch(&self, input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
         let _ = (input, g);
