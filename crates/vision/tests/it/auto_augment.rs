@@ -132,3 +132,53 @@ fn seeded_policies_with_bilinear_equal_torchvisions_images() {
         check_seeded("auto_augment_ops.safetensors", Some("bilinear/"), InterpolationMode::Bilinear, 40);
     assert_eq!(checked, 3 * 2 * 40, "outputs checked");
 }
+
+/// As torchvision's reference script builds them with `--interpolation`: TrivialAugmentWide
+/// and RandAugment with bilinear and bicubic, AutoAugment's policies with bicubic, over 30
+/// seeds each, and the geometric ops of the sweep with bicubic: byte for byte (tolerance 0).
+#[test]
+fn policies_with_pils_other_filters_equal_torchvisions_images() {
+    use torchlight_vision::{RandAugment, TrivialAugmentWide};
+    let fx = read_safetensors("auto_augment_interp.safetensors");
+    let inputs = read_safetensors("auto_augment.safetensors");
+    let op_input = image(&read_safetensors("auto_augment_ops.safetensors")["input"]);
+    let (mut seeds, mut ops) = (0, 0);
+    for (key, want) in &fx {
+        let parts: Vec<&str> = key.split('/').collect();
+        if parts[0] == "op" {
+            let op = op_named(parts[2]);
+            let (m, _) = AutoAugment::magnitudes(op, op_input.height(), op_input.width());
+            let sign = if parts[4] == "-" { -1.0 } else { 1.0 };
+            let magnitude = sign * f64::from(m[parts[3].parse::<usize>().unwrap()]);
+            let got =
+                apply_op_with(op_input.clone(), op, magnitude, InterpolationMode::Bicubic, &[]).unwrap();
+            assert_eq!(got.pixels(), &want.u8s[..], "{key}");
+            ops += 1;
+            continue;
+        }
+        let interp = match parts[0] {
+            "bilinear" => InterpolationMode::Bilinear,
+            "bicubic" => InterpolationMode::Bicubic,
+            other => panic!("{other}"),
+        };
+        let input = image(&inputs[&format!("input/{}", parts[2])]);
+        let n = input.pixels().len();
+        for (seed, want) in want.u8s.chunks_exact(n).enumerate() {
+            let mut g = TorchGenerator::new(seed as u64);
+            let got = match parts[1] {
+                "ta_wide" => {
+                    TrivialAugmentWide::default().with_interpolation(interp).apply_with(input.clone(), &mut g)
+                }
+                "ra" => RandAugment::default().with_interpolation(interp).apply_with(input.clone(), &mut g),
+                policy => AutoAugment::new(policy_named(policy))
+                    .with_interpolation(interp)
+                    .apply_with(input.clone(), &mut g),
+            }
+            .unwrap();
+            assert_eq!(got.pixels(), want, "{key} seed {seed}");
+            seeds += 1;
+        }
+    }
+    assert_eq!(ops, 5 * 10 * 2, "bicubic ops checked");
+    assert_eq!(seeds, 2 * 30 * (2 * 2 + 3), "seeded outputs checked");
+}
