@@ -76,6 +76,30 @@ impl Compose {
         Ok(input)
     }
 
+    /// [`Compose::apply_like_torch`] on torch's whole generator state: each step's
+    /// [`Transform::apply_torch_rng`], so a run of calls on one [`crate::TorchRng`] repeats a
+    /// run of torchvision calls after one `torch.manual_seed`, the spare normal carried from
+    /// one call to the next as torch carries it.
+    ///
+    /// # Errors
+    /// As [`Compose::apply_like_torch`].
+    pub fn apply_like_torch_rng(&self, mut input: Sample, g: &mut crate::TorchRng) -> Result<Sample> {
+        for (i, t) in self.transforms.iter().enumerate() {
+            input = match t.as_any().downcast_ref::<Compose>() {
+                Some(inner) => inner.apply_like_torch_rng(input, g)?,
+                None => t.apply_torch_rng(input, g).ok_or_else(|| VisionError::Transform {
+                    transform: "Compose",
+                    message: format!(
+                        "step {} ({}) has no torch-draw path (Transform::apply_torch), so torchvision's draws cannot be repeated through it",
+                        i + 1,
+                        step_name(t.as_ref())
+                    ),
+                })??,
+            };
+        }
+        Ok(input)
+    }
+
     fn head_crop(&self) -> Option<&dyn LeadingCrop> {
         self.plan.first().and_then(|t| t.leading_crop())
     }

@@ -23,6 +23,7 @@
 //! # Ok::<(), torchlight_vision::VisionError>(())
 //! ```
 
+mod augmix;
 mod auto_augment;
 mod bmp;
 mod center_crop;
@@ -61,10 +62,13 @@ mod resize;
 mod tiff;
 mod to_tensor;
 pub mod torch_draws;
+mod torch_rng;
 mod transform;
 
+pub use augmix::{apply_op_tensor, sample_dirichlet, AugMix};
 pub use auto_augment::{
-    apply_op, torch_linspace_f32, AugmentOp, RandAugment, TrivialAugmentWide, AUGMENT_OPS,
+    apply_op, apply_op_with, torch_linspace_f32, AugmentOp, AutoAugment, AutoAugmentPolicy, RandAugment,
+    TrivialAugmentWide, AUGMENT_OPS,
 };
 pub use center_crop::CenterCrop;
 pub use color_jitter::{
@@ -100,6 +104,7 @@ pub use random_erasing::{EraseValue, ErasingParams, RandomErasing};
 pub use random_resized_crop::RandomResizedCrop;
 pub use resize::{InterpolationMode, Resize, ResizeSize};
 pub use to_tensor::ToTensor;
+pub use torch_rng::TorchRng;
 pub use torchlight_data::TorchGenerator;
 pub use transform::{LeadingCrop, Sample, TensorImage, Transform};
 

@@ -142,13 +142,20 @@ pub trait Transform: Debug + Send + Sync {
     /// `None` (the default): the transform has no such path; [`crate::Compose::apply_torch`]
     /// then names it. Built-in: every random transform (RandomResizedCrop, RandomCrop, the
     /// flips, ColorJitter, RandomGrayscale, RandomRotation, RandomAffine, RandomPerspective,
-    /// GaussianBlur, RandomApply, TrivialAugmentWide, RandAugment, RandomErasing) and the
-    /// deterministic ones (Resize, CenterCrop, Grayscale, ToTensor, Normalize), but not
-    /// RandomChoice and RandomOrder, which torchvision draws from Python's `random` (their
-    /// `apply_with` takes a [`crate::PyRandom`] beside torch's generator).
+    /// GaussianBlur, RandomApply, AutoAugment, TrivialAugmentWide, RandAugment, AugMix,
+    /// RandomErasing) and the deterministic ones (Resize, CenterCrop, Grayscale, ToTensor,
+    /// Normalize), but not RandomChoice and RandomOrder, which torchvision draws from Python's
+    /// `random` (their `apply_with` takes a [`crate::PyRandom`] beside torch's generator).
     fn apply_torch(&self, input: Sample, g: &mut dyn rand::RngCore) -> Option<Result<Sample>> {
         let _ = (input, g);
         None
+    }
+
+    /// [`Transform::apply_torch`] with torch's whole generator state ([`crate::TorchRng`]: the
+    /// stream and the spare normal torch keeps between calls), for a transform whose draws use
+    /// the spare (AugMix's Dirichlet weights). The default runs `apply_torch` on the stream.
+    fn apply_torch_rng(&self, input: Sample, g: &mut crate::TorchRng) -> Option<Result<Sample>> {
+        self.apply_torch(input, g)
     }
 }
 

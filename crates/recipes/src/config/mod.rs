@@ -55,6 +55,8 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.exif_transpose",
     "data.ra_reps",
     "data.auto_augment",
+    "data.ra_magnitude",
+    "data.augmix_severity",
     "data.random_erase",
     "data.hflip",
     "data.color_jitter",
@@ -293,10 +295,20 @@ pub struct DataConfig {
     /// multiple of 256 images, which would empty an epoch of a small set). 1 (the default)
     /// draws each image once.
     pub ra_reps: usize,
-    /// torchvision's `--auto-augment`: `none` (the default), `ta_wide` (`TrivialAugmentWide()`)
-    /// or `ra` (`RandAugment()`), applied after the crop and flip as torchvision's preset does.
+    /// torchvision's `--auto-augment`: `none` (the default), `ta_wide` (`TrivialAugmentWide`),
+    /// `ra` (`RandAugment(magnitude=data.ra_magnitude)`), `augmix`
+    /// (`AugMix(severity=data.augmix_severity)`), or AutoAugment with the `imagenet`, `cifar10`
+    /// or `svhn` policy, applied after the crop and flip as torchvision's preset does, with
+    /// `interpolation=data.interpolation` as its reference script passes it (`augmix` takes
+    /// `bilinear` or `nearest` only, as torchvision's tensor ops).
     #[serde(deserialize_with = "word")]
     pub auto_augment: AutoAugmentKind,
+    /// torchvision's `--ra-magnitude`: RandAugment's magnitude bin (of 31, so 0 to 30) with
+    /// `data.auto_augment = "ra"`; 9 by default.
+    pub ra_magnitude: usize,
+    /// torchvision's `--augmix-severity`: AugMix's severity (1 to 10) with
+    /// `data.auto_augment = "augmix"`; 3 by default.
+    pub augmix_severity: usize,
     /// torchvision's `--random-erase`: the probability of `RandomErasing` on the normalised
     /// tensor, the last step. 0 (the default) leaves it out.
     pub random_erase: f64,
@@ -379,8 +391,16 @@ pub enum AutoAugmentKind {
     None,
     /// `TrivialAugmentWide()`.
     TaWide,
-    /// `RandAugment()` (2 ops at magnitude 9 of 31).
+    /// `RandAugment(magnitude=data.ra_magnitude)` (2 ops at that bin of 31).
     Ra,
+    /// `AugMix(severity=data.augmix_severity)`.
+    Augmix,
+    /// `AutoAugment(AutoAugmentPolicy.IMAGENET)`.
+    Imagenet,
+    /// `AutoAugment(AutoAugmentPolicy.CIFAR10)`.
+    Cifar10,
+    /// `AutoAugment(AutoAugmentPolicy.SVHN)`.
+    Svhn,
 }
 
 /// How training samples are drawn (`data.sampler`).
@@ -449,6 +469,8 @@ impl Default for DataConfig {
             exif_transpose: true,
             ra_reps: 1,
             auto_augment: AutoAugmentKind::None,
+            ra_magnitude: 9,
+            augmix_severity: 3,
             random_erase: 0.0,
             hflip: 0.5,
             color_jitter: 0.0,

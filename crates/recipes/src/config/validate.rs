@@ -78,6 +78,23 @@ impl TrainConfig {
                 "repeated augmentation draws its own order and cannot be combined with data.sampler = \"weighted\"",
             )?;
         }
+        if d.ra_magnitude > 30 {
+            invalid(
+                "data.ra_magnitude",
+                d.ra_magnitude,
+                "is RandAugment's magnitude bin of 31, from 0 to 30",
+            )?;
+        }
+        if !(1..=10).contains(&d.augmix_severity) {
+            invalid("data.augmix_severity", d.augmix_severity, "is AugMix's severity, from 1 to 10")?;
+        }
+        if d.auto_augment == AutoAugmentKind::Augmix && d.interpolation() == Interpolation::Bicubic {
+            invalid(
+                "data.interpolation",
+                "\"bicubic\"",
+                "data.auto_augment = \"augmix\" runs torchvision's tensor ops, which take \"bilinear\" or \"nearest\" only",
+            )?;
+        }
         if !(0.0..=1.0).contains(&d.random_erase) {
             invalid("data.random_erase", d.random_erase, "is a probability, in [0, 1]")?;
         }
@@ -578,6 +595,8 @@ impl TrainConfig {
             ("data.sampler", d.sampler != SamplerKind::Random),
             ("data.ra_reps", d.ra_reps != 1),
             ("data.auto_augment", d.auto_augment != AutoAugmentKind::None),
+            ("data.ra_magnitude", d.ra_magnitude != 9),
+            ("data.augmix_severity", d.augmix_severity != 3),
             ("data.random_erase", d.random_erase != 0.0),
             ("data.hflip", d.hflip != 0.5),
             ("data.color_jitter", d.color_jitter != 0.0),

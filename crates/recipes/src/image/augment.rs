@@ -8,8 +8,8 @@
 //!   `Dataset::get`, crop-box decoding included, with the loader's per-sample generator
 //!   `sample_seed(train.seed, k, index)`); a file outside the split gets the draws of the
 //!   index it is given at.
-//! - [`Draws::Torch`]: torchvision's, from a [`TorchGenerator`] seeded as
-//!   `torch.manual_seed(s)` once per image, then the views in turn, as Python's
+//! - [`Draws::Torch`]: torchvision's, from a [`TorchRng`] (torch's generator with its spare
+//!   normal) seeded as `torch.manual_seed(s)` once per image, then the views in turn, as Python's
 //!   `torch.manual_seed(s); [preset(img) for _ in range(n)]` on the same decoded image.
 //!
 //! A view is the transform's float tensor turned back into `u8` pixels through the
@@ -24,7 +24,7 @@ use torchlight_data::Dataset;
 use torchlight_tensor::seed::{rng_from_seed, sample_seed};
 use torchlight_vision::{
     decode_file_with, CenterCrop, Compose, DecodeOptions, Image, Normalize, Resize, Sample, TensorImage,
-    TorchGenerator, Transform,
+    TorchRng, Transform,
 };
 
 /// Where the random draws of the views come from (see the module docs).
@@ -116,7 +116,7 @@ pub fn augment_split(config: &TrainConfig, count: usize, n: usize, draws: Draws)
                 })
                 .collect::<Result<Vec<_>>>()?,
             Draws::Torch(seed) => {
-                let mut g = TorchGenerator::new(seed);
+                let mut g = TorchRng::new(seed);
                 (0..n).map(|_| torch_view(&transform, image.clone(), &mut g)).collect::<Result<Vec<_>>>()?
             }
         };
@@ -149,22 +149,24 @@ pub(crate) fn round_robin(targets: &[i64], count: usize) -> Vec<usize> {
 }
 
 /// A generator per image: torch's seeded once, or none (the loader's is made per view).
-fn draws_for(draws: Draws) -> Option<TorchGenerator> {
+fn draws_for(draws: Draws) -> Option<TorchRng> {
     match draws {
         Draws::Loader => None,
-        Draws::Torch(seed) => Some(TorchGenerator::new(seed)),
+        Draws::Torch(seed) => Some(TorchRng::new(seed)),
     }
 }
 
-fn view(transform: &Compose, image: Image, g: &mut Option<TorchGenerator>, seed: u64) -> Result<TensorImage> {
+fn view(transform: &Compose, image: Image, g: &mut Option<TorchRng>, seed: u64) -> Result<TensorImage> {
     match g {
         Some(g) => torch_view(transform, image, g),
         None => expect_tensor(transform.apply(Sample::Image(image), &mut rng_from_seed(seed))?),
     }
 }
 
-fn torch_view(transform: &Compose, image: Image, g: &mut TorchGenerator) -> Result<TensorImage> {
-    expect_tensor(transform.apply_like_torch(Sample::Image(image), g)?)
+/// One view with torch's draws, the generator's spare normal carried to the next view as
+/// torch's generator carries it (AugMix's Dirichlet weights use it).
+fn torch_view(transform: &Compose, image: Image, g: &mut TorchRng) -> Result<TensorImage> {
+    expect_tensor(transform.apply_like_torch_rng(Sample::Image(image), g)?)
 }
 
 fn expect_tensor(sample: Sample) -> Result<TensorImage> {

@@ -11,9 +11,9 @@ use torchlight_data::{
 };
 use torchlight_tensor::seed::derive_seed;
 use torchlight_vision::{
-    ColorJitter, Compose, EvalPreprocessing, ImageFolder, Normalize, PixelCheck, RandAugment, RandomErasing,
-    RandomHorizontalFlip, RandomResizedCrop, RandomRotation, SplitFolders, ToTensor, TrivialAugmentWide,
-    VisionError, IMAGENET_MEAN, IMAGENET_STD,
+    AugMix, AutoAugment, AutoAugmentPolicy, ColorJitter, Compose, EvalPreprocessing, ImageFolder, Normalize,
+    PixelCheck, RandAugment, RandomErasing, RandomHorizontalFlip, RandomResizedCrop, RandomRotation,
+    SplitFolders, ToTensor, TrivialAugmentWide, VisionError, IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// An image split as the loaders see it.
@@ -34,15 +34,18 @@ pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
 /// The recipe's train transform for `data`, in torchvision's preset order: RandomResizedCrop
 /// (`data.min_crop_scale`, `data.interpolation`), `RandomHorizontalFlip(data.hflip)` unless
 /// that is 0, `RandomRotation(data.rotation)` and `ColorJitter(c, c, c)` for
-/// `data.color_jitter` when above 0, the `data.auto_augment` policy, ToTensor, normalisation
-/// (`data.mean`/`data.std`, ImageNet's by default), then `RandomErasing(data.random_erase)` when
-/// that is above 0. With the defaults (flip 0.5, nothing else) it is [`train_transform`].
-/// `validate` refuses the values the steps' constructors would panic on.
+/// `data.color_jitter` when above 0, the `data.auto_augment` policy (sampling with
+/// `data.interpolation`, as torchvision's reference script passes it; `data.ra_magnitude`,
+/// `data.augmix_severity`), ToTensor, normalisation (`data.mean`/`data.std`, ImageNet's by
+/// default), then `RandomErasing(data.random_erase)` when that is above 0. With the defaults
+/// (flip 0.5, nothing else) it is [`train_transform`]. `validate` refuses the values the
+/// steps' constructors would panic on.
 pub fn train_transform_for(data: &DataConfig) -> Compose {
+    let mode = data.interpolation().mode();
     let mut t = Compose::default().then(
         RandomResizedCrop::new(data.image_size as usize)
             .with_scale(data.min_crop_scale, 1.0)
-            .with_interpolation(data.interpolation().mode()),
+            .with_interpolation(mode),
     );
     if data.hflip > 0.0 {
         t = t.then(RandomHorizontalFlip::new(data.hflip));
@@ -56,8 +59,21 @@ pub fn train_transform_for(data: &DataConfig) -> Compose {
     }
     t = match data.auto_augment {
         AutoAugmentKind::None => t,
-        AutoAugmentKind::TaWide => t.then(TrivialAugmentWide::default()),
-        AutoAugmentKind::Ra => t.then(RandAugment::default()),
+        AutoAugmentKind::TaWide => t.then(TrivialAugmentWide::default().with_interpolation(mode)),
+        // `validate` refuses a magnitude above 30 and a severity outside 1..=10.
+        AutoAugmentKind::Ra => {
+            t.then(RandAugment::new(2, data.ra_magnitude.min(30), 31).with_interpolation(mode))
+        }
+        AutoAugmentKind::Augmix => {
+            t.then(AugMix::new(data.augmix_severity).unwrap_or_default().with_interpolation(mode))
+        }
+        AutoAugmentKind::Imagenet => {
+            t.then(AutoAugment::new(AutoAugmentPolicy::ImageNet).with_interpolation(mode))
+        }
+        AutoAugmentKind::Cifar10 => {
+            t.then(AutoAugment::new(AutoAugmentPolicy::Cifar10).with_interpolation(mode))
+        }
+        AutoAugmentKind::Svhn => t.then(AutoAugment::new(AutoAugmentPolicy::Svhn).with_interpolation(mode)),
     };
     t = t.then(ToTensor).then(Normalize::new(&data.mean(), &data.std()));
     if data.random_erase > 0.0 {

@@ -1,6 +1,7 @@
 //! What `torchlight augment` shows: the recipe's train transform (not a copy of it) with
 //! torchvision's draws after `torch.manual_seed(S)`, equal bit for bit to torchvision's preset
-//! on PIL (`tests/fixtures/make_augment.py`), and with the loader's draws, equal to what the
+//! on PIL for every `data.auto_augment` policy (`tests/fixtures/make_augment.py`: six views in
+//! turn, AugMix's spare normal carried between them), and with the loader's draws, equal to what the
 //! training loader yields in each epoch.
 
 use crate::temp_dir;
@@ -35,11 +36,32 @@ fn torch_seeded_views_equal_torchvisions_preset_bit_for_bit() {
     let dir = temp_dir();
     let f = fixtures();
     let png = input_png(dir.path(), &f);
-    for (name, policy, erase) in [("ta_wide_erase", "ta_wide", "0.25"), ("ra", "ra", "0")] {
+    // (fixture, settings): each policy built as torchvision's reference script builds it.
+    let presets: [(&str, &[(&str, &str)]); 9] = [
+        ("ta_wide_erase", &[("data.auto_augment", "ta_wide"), ("data.random_erase", "0.25")]),
+        ("ra", &[("data.auto_augment", "ra")]),
+        ("ra_m15", &[("data.auto_augment", "ra"), ("data.ra_magnitude", "15")]),
+        ("augmix", &[("data.auto_augment", "augmix")]),
+        (
+            "augmix_s6_nearest",
+            &[
+                ("data.auto_augment", "augmix"),
+                ("data.augmix_severity", "6"),
+                ("data.interpolation", "nearest"),
+            ],
+        ),
+        ("imagenet", &[("data.auto_augment", "imagenet")]),
+        ("cifar10", &[("data.auto_augment", "cifar10")]),
+        ("svhn", &[("data.auto_augment", "svhn")]),
+        ("svhn_bicubic", &[("data.auto_augment", "svhn"), ("data.interpolation", "bicubic")]),
+    ];
+    for (name, settings) in presets {
         let mut config = TrainConfig::default();
         config.set("data.image_size", "10").unwrap();
-        config.set("data.auto_augment", policy).unwrap();
-        config.set("data.random_erase", erase).unwrap();
+        for (key, value) in settings {
+            config.set(key, value).unwrap();
+        }
+        config.validate().unwrap();
         let got = augment_files(&config, std::slice::from_ref(&png), 6, Draws::Torch(7)).unwrap();
         let want = get(&f, name);
         assert_eq!(got.len(), 1);

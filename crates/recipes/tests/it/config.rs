@@ -459,7 +459,7 @@ fn augmentation_keys_compose_torchvisions_preset_order() {
     assert_eq!(names(&c), ["crop", "flip", "ta_wide", "to_tensor", "normalize", "erase"]);
     c.set("auto_augment", "ra").unwrap();
     assert_eq!(names(&c), ["crop", "flip", "ra", "to_tensor", "normalize", "erase"]);
-    let err = c.set("data.auto_augment", "augmix").unwrap_err();
+    let err = c.set("data.auto_augment", "autoaugment").unwrap_err();
     assert!(err.to_string().contains("data.auto_augment"), "{err}");
 
     // data.hflip, data.rotation and data.color_jitter: the flip's probability (0 leaves it out),
@@ -597,8 +597,8 @@ fn a_word_key_given_a_number_says_a_string_is_expected() {
     let c =
         TrainConfig::from_toml_str("[data]\nauto_augment = \"ta_wide\"\nsampler = \"weighted\"\n").unwrap();
     assert_eq!((c.data.auto_augment, c.data.sampler), (AutoAugmentKind::TaWide, SamplerKind::Weighted));
-    let err = TrainConfig::default().set("data.auto_augment", "augmix").unwrap_err().to_string();
-    assert!(err.contains("unknown variant `augmix`") && err.contains("`ta_wide`"), "{err}");
+    let err = TrainConfig::default().set("data.auto_augment", "autoaugment").unwrap_err().to_string();
+    assert!(err.contains("unknown variant `autoaugment`") && err.contains("`augmix`"), "{err}");
 }
 
 /// The seed's range is what a config holds, 0 to i64::MAX (TOML's integers), and a larger
@@ -752,4 +752,82 @@ fn train_sync_bn_is_a_boolean_of_image_runs() {
         Err(RecipeError::InvalidConfig { field, .. }) => assert_eq!(field, "train.sync_bn"),
         other => panic!("expected train.sync_bn refused for a text run, got {other:?}"),
     }
+}
+
+/// `data.auto_augment`'s policies after torchvision's reference flags: `augmix` (with
+/// `data.augmix_severity`), AutoAugment's `imagenet`, `cifar10`, `svhn`, and `ra` with
+/// `data.ra_magnitude`; the defaults (9, 3) change nothing; bad values are one-line errors
+/// naming the key; AugMix refuses bicubic as torchvision's tensor ops do. (That each policy
+/// equals torchvision's output, interpolation included, is `augment.rs`'s test.)
+#[test]
+fn policy_keys_build_torchvisions_reference_policies() {
+    use torchlight_recipes::image::train_transform_for;
+    use torchlight_recipes::AutoAugmentKind;
+    use torchlight_vision::{AugMix, AutoAugment, AutoAugmentPolicy, RandAugment};
+    let c = TrainConfig::default();
+    assert_eq!((c.data.ra_magnitude, c.data.augmix_severity), (9, 3));
+    let policy = |c: &TrainConfig| train_transform_for(&c.data).transforms()[2].clone();
+    for (word, want) in [
+        ("imagenet", AutoAugmentPolicy::ImageNet),
+        ("cifar10", AutoAugmentPolicy::Cifar10),
+        ("svhn", AutoAugmentPolicy::Svhn),
+    ] {
+        let mut c = TrainConfig::default();
+        c.set("data.auto_augment", word).unwrap();
+        c.validate().unwrap();
+        let t = policy(&c);
+        assert_eq!(t.as_any().downcast_ref::<AutoAugment>().expect(word).policy(), want);
+    }
+    let mut c = TrainConfig::default();
+    c.set("auto_augment", "augmix").unwrap();
+    c.set("augmix_severity", "7").unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.data.auto_augment, AutoAugmentKind::Augmix);
+    let want = AugMix::new(7).unwrap().with_interpolation(torchlight_vision::InterpolationMode::Bilinear);
+    assert_eq!(policy(&c).as_any().downcast_ref::<AugMix>(), Some(&want));
+    let mut c = TrainConfig::default();
+    c.set("data.auto_augment", "ra").unwrap();
+    c.set("data.ra_magnitude", "15").unwrap();
+    c.validate().unwrap();
+    let want = RandAugment::new(2, 15, 31).with_interpolation(torchlight_vision::InterpolationMode::Bilinear);
+    assert_eq!(policy(&c).as_any().downcast_ref::<RandAugment>(), Some(&want));
+    // Saved with the run and read back.
+    let dir = crate::temp_dir();
+    let out = dir.path().join("config.toml");
+    c.write_toml_file(&out).unwrap();
+    assert_eq!(TrainConfig::from_toml_file(&out).unwrap(), c);
+
+    // Bad values name the key, on one line.
+    for (key, value) in
+        [("data.ra_magnitude", "31"), ("data.augmix_severity", "0"), ("data.augmix_severity", "11")]
+    {
+        assert_eq!(invalid_field(key, value), key);
+        let mut c = TrainConfig::default();
+        c.set(key, value).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains(key) && err.contains(value), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    let err = TrainConfig::default().set("data.ra_magnitude", "-1").unwrap_err().to_string();
+    assert!(err.contains("data.ra_magnitude"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let mut c = TrainConfig::default();
+    c.set("data.auto_augment", "augmix").unwrap();
+    c.set("data.interpolation", "bicubic").unwrap();
+    let err = c.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("data.interpolation") && err.contains("augmix") && err.contains("bilinear"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    c.set("data.auto_augment", "svhn").unwrap();
+    c.validate().unwrap();
+    // The text recipe has no images to augment.
+    let err = TrainConfig::from_toml_str(
+        "[data]\nra_magnitude = 12\n[model]\nname = \"fasttext\"\n[train]\ntask = \"text\"\n",
+    )
+    .and_then(|c| c.validate())
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("data.ra_magnitude"), "{err}");
 }

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use torchlight_base::seed::{rng_from_seed, Rng};
 use torchlight_data::Dataset;
 use torchlight_vision::{
-    decode_file, hflip, CenterCrop, ColorJitter, Compose, CropBox, Grayscale, Image, ImageFolder,
-    LeadingCrop, Normalize, RandAugment, RandomCrop, RandomErasing, RandomHorizontalFlip, RandomResizedCrop,
-    RandomVerticalFlip, Resize, Result, Sample, TensorImage, ToTensor, Transform, TrivialAugmentWide,
-    VisionError, IMAGENET_MEAN, IMAGENET_STD,
+    decode_file, hflip, AugMix, AutoAugment, AutoAugmentPolicy, CenterCrop, ColorJitter, Compose, CropBox,
+    Grayscale, Image, ImageFolder, InterpolationMode, LeadingCrop, Normalize, RandAugment, RandomCrop,
+    RandomErasing, RandomHorizontalFlip, RandomResizedCrop, RandomVerticalFlip, Resize, Result, Sample,
+    TensorImage, ToTensor, Transform, TrivialAugmentWide, VisionError, IMAGENET_MEAN, IMAGENET_STD,
 };
 
 /// A user's crop: a square patch (side uniform in `1..=min(h, w)`, position uniform), then
@@ -256,6 +256,13 @@ fn built_ins() -> Vec<(&'static str, Box<dyn Transform>)> {
         ),
         ("TrivialAugmentWide", Box::new(TrivialAugmentWide::default())),
         ("RandAugment", Box::new(RandAugment::default())),
+        (
+            "AutoAugment(svhn, bilinear)",
+            Box::new(
+                AutoAugment::new(AutoAugmentPolicy::Svhn).with_interpolation(InterpolationMode::Bilinear),
+            ),
+        ),
+        ("AugMix", Box::new(AugMix::default())),
         ("RandomErasing(1.0)", Box::new(RandomErasing::new(1.0))),
         (
             "Compose(RandomResizedCrop, flip, TrivialAugmentWide, ToTensor, Normalize, RandomErasing)",

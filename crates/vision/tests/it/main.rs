@@ -6,6 +6,8 @@
 //! (`interpolation.rs`).
 //! No libtorch: the fixtures' safetensors files are read with the `safetensors` crate.
 
+mod augmix;
+mod auto_augment;
 mod color;
 mod contract;
 mod decode;
