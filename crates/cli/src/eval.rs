@@ -3,14 +3,14 @@
 use crate::calibrate::calibrate;
 use crate::loaded::load;
 use crate::outln;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::Subset;
 use torchlight_recipes::image::{eval_preprocessing, evaluate, evaluate_with_logits, loader};
 use torchlight_recipes::text;
 use torchlight_tensor::DeviceSpec;
-use torchlight_train::{plot_confusion_matrix, Progress};
+use torchlight_train::{plot_confusion_matrix, ClassificationReport, Progress};
 use torchlight_vision::ImageFolder;
 
 /// Options of `torchlight eval`.
@@ -40,10 +40,19 @@ pub struct Args {
     /// Where --calibrate draws its reliability diagram.
     #[arg(long, default_value = "reliability.png")]
     reliability_png: PathBuf,
-    /// Print the results as JSON (the count under `images`, or `documents` for a text model).
+    /// Also write the per-class report (precision, recall, F1 and support per class, their
+    /// macro and weighted averages: scikit-learn's `classification_report`; and the
+    /// most-confused class pairs) into this folder as `report.json` and `report.csv`.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+    /// Print the results as JSON (the count under `images`, or `documents` for a text model;
+    /// the per-class report under `report`).
     #[arg(long)]
     json: bool,
 }
+
+/// The most-confused class pairs printed and written (`report.json`'s `most_confused`).
+const MOST_CONFUSED: usize = 10;
 
 pub fn run(args: Args) -> Result<()> {
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
@@ -99,6 +108,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     let per_class = m.confusion.per_class_accuracy();
     let support = m.confusion.support();
+    let report = ClassificationReport::from_confusion(&m.confusion);
+    if let Some(out) = &args.report {
+        write_report(&report, classes, out)?;
+    }
     if args.json {
         let mut json = serde_json::json!({
             "checkpoint": loaded.from.to_json(),
@@ -111,6 +124,7 @@ pub fn run(args: Args) -> Result<()> {
             "per_class_accuracy": per_class,
             "support": support,
             "confusion_matrix": m.confusion.rows(),
+            "report": report.to_json(classes, MOST_CONFUSED),
         });
         if let Some(c) = &calibrated {
             json["calibration"] = c.to_json();
@@ -122,11 +136,9 @@ pub fn run(args: Args) -> Result<()> {
     outln!("{}: {} {unit}", dir.display(), m.count)?;
     outln!("accuracy {:.4}   top{} {:.4}   loss {:.4}", m.top1, m.k, m.topk, m.loss)?;
     let width = classes.iter().map(String::len).max().unwrap_or(5).max(5);
-    let cw = unit.len().max(8);
-    outln!("\n{:<width$}  {unit:>cw$}  {:>8}", "class", "accuracy")?;
-    for ((name, acc), count) in classes.iter().zip(&per_class).zip(&support) {
-        let acc = acc.map_or("-".to_string(), |a| format!("{a:.4}"));
-        outln!("{name:<width$}  {count:>cw$}  {acc:>8}")?;
+    outln!("")?;
+    for line in report.to_text(classes, MOST_CONFUSED).lines() {
+        outln!("{line}")?;
     }
     outln!("\nconfusion matrix (rows: true class, columns: predicted)")?;
     for (name, row) in classes.iter().zip(m.confusion.rows()) {
@@ -138,6 +150,21 @@ pub fn run(args: Args) -> Result<()> {
         for line in c.lines(name) {
             outln!("{line}")?;
         }
+    }
+    Ok(())
+}
+
+/// Writes `report.json` and `report.csv` into `dir` (made if missing), each through a
+/// temporary file renamed into place.
+fn write_report(report: &ClassificationReport, classes: &[String], dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("could not create --report folder {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(&report.to_json(classes, MOST_CONFUSED))? + "\n";
+    for (name, text) in [("report.json", json), ("report.csv", report.to_csv(classes))] {
+        let path = dir.join(name);
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).with_context(|| format!("could not write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("could not write {}", path.display()))?;
     }
     Ok(())
 }

@@ -53,10 +53,10 @@ pub use distributed::Distributed;
 pub use error::{Result, TrainError};
 pub use metrics::{
     brier_score, calibration_scores, expected_calibration_error, fit_temperature, maximum_calibration_error,
-    negative_log_likelihood, reliability_bins, Accuracy, Calibration, CalibrationScores,
-    ClassificationMetrics, ConfusionMatrix, ConfusionMatrixMetric, MeanAbsoluteError, MeanAveragePrecision,
-    Metric, MetricSet, MetricsSummary, MultiLabelF1, Reduction, ReliabilityBin, RootMeanSquaredError,
-    TopKAccuracy, CALIBRATION_BINS, TEMPERATURE_RANGE,
+    negative_log_likelihood, reliability_bins, Accuracy, Calibration, CalibrationScores, ClassScores,
+    ClassificationMetrics, ClassificationReport, Confusion, ConfusionMatrix, ConfusionMatrixMetric,
+    MeanAbsoluteError, MeanAveragePrecision, Metric, MetricSet, MetricsSummary, MultiLabelF1, Reduction,
+    ReliabilityBin, RootMeanSquaredError, TopKAccuracy, CALIBRATION_BINS, TEMPERATURE_RANGE,
 };
 pub use mixup::{Mixed, MixupCutMix};
 pub use plot::{

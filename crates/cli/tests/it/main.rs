@@ -179,6 +179,38 @@ fn train_resume_eval_export_and_predict_from_the_command_line() {
     assert_eq!(json["checkpoint"]["metric"]["name"], "val_acc", "{json}");
     let text = ok(&["eval", "--checkpoint", &s(&straight), "--data", &s(&data)]);
     assert!(text.starts_with(&format!("checkpoint {best} (epoch ")), "{text}");
+    // The per-class report: recall is the per-class accuracy, support the confusion matrix's
+    // row sums, precision its columns; report.json equals --json's `report`; report.csv
+    // holds a row per class, accuracy and both averages.
+    let report_dir = dir.join("report");
+    ok(&["eval", "--checkpoint", &s(&straight), "--data", &s(&data), "--report", &s(&report_dir)]);
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(written, json["report"], "report.json is --json's report");
+    let rows: Vec<Vec<u64>> = serde_json::from_value(json["confusion_matrix"].clone()).unwrap();
+    for (k, entry) in written["per_class"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(entry["class"], json["classes"][k]);
+        assert_eq!(entry["recall"], json["per_class_accuracy"][k], "{entry}");
+        assert_eq!(entry["support"], json["support"][k], "{entry}");
+        let predicted: u64 = rows.iter().map(|r| r[k]).sum();
+        let precision = if predicted == 0 { 0.0 } else { rows[k][k] as f64 / predicted as f64 };
+        assert_eq!(entry["precision"].as_f64().unwrap(), precision, "{entry}");
+    }
+    assert_eq!(written["accuracy"], json["accuracy"]);
+    let off_diagonal: u64 = (0..3)
+        .flat_map(|t| (0..3).map(move |p| (t, p)))
+        .filter(|(t, p)| t != p)
+        .map(|(t, p)| rows[t][p])
+        .sum();
+    let listed: u64 =
+        written["most_confused"].as_array().unwrap().iter().map(|c| c["count"].as_u64().unwrap()).sum();
+    assert_eq!(listed, off_diagonal, "every confusion of 3 classes is listed (at most 6 pairs)");
+    let csv = std::fs::read_to_string(report_dir.join("report.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "class,precision,recall,f1-score,support");
+    assert!(lines[1].starts_with("frame,") && lines[4].starts_with("accuracy,,,"), "{csv}");
+    assert_eq!(lines.len(), 7, "{csv}");
+    assert!(text.contains("weighted avg"), "{text}");
 
     let pt = dir.join("model.pt");
     let wrote = ok(&["export", "--checkpoint", &s(&straight), "--format", "torchscript", "--out", &s(&pt)]);

@@ -166,7 +166,8 @@ fn a_text_run_evaluates_predicts_and_summarises_from_its_checkpoint_alone() {
     let text = ok(&["eval", "--checkpoint", &run_s, "--data", &s(&data.join("val")), "--device", "cpu"]);
     assert!(text.contains("val: 12 documents"), "{text}");
     assert!(text.contains(&format!("accuracy {val_acc:.4}")), "{text}");
-    assert!(text.contains("class  documents  accuracy"), "{text}");
+    assert!(text.contains("precision     recall   f1-score    support"), "{text}");
+    assert!(text.contains("weighted avg"), "{text}");
 
     // predict: a text full of a class's keyword is that class, and so is a file of it.
     let file = data.join("test/neg/0.txt");

@@ -10,6 +10,7 @@ mod calibration;
 mod classification;
 mod multilabel;
 mod regression;
+mod report;
 
 pub use calibration::{
     brier_score, calibration_scores, expected_calibration_error, fit_temperature, maximum_calibration_error,
@@ -21,6 +22,7 @@ pub use classification::{
 };
 pub use multilabel::{MeanAveragePrecision, MultiLabelF1};
 pub use regression::{MeanAbsoluteError, RootMeanSquaredError};
+pub use report::{ClassScores, ClassificationReport, Confusion};
 
 use crate::distributed::Distributed;
 use crate::error::{Result, TrainError};

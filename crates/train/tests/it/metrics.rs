@@ -138,3 +138,54 @@ fn task_metrics_match_scikit_learn() {
     let err = MultiLabelF1::default().update(&logits, &targets.narrow(1, 0, 2)).unwrap_err();
     assert!(err.to_string().contains("multi-label F1: expects logits [N, L]"), "{err}");
 }
+
+/// The per-class report against scikit-learn 1.7.2's `classification_report` (labels 0..6,
+/// `zero_division=0`; `tests/fixtures/make_classification_report.py`): a class never predicted
+/// and a class with no sample included. The predictions are counted through
+/// `ClassificationMetrics` in two uneven batches of one-hot logits, as `eval` counts them.
+/// Tolerance 1e-12 (the same sums in another order).
+#[test]
+fn classification_report_matches_scikit_learn() {
+    use torchlight_train::{ClassificationMetrics, ClassificationReport};
+    let text = std::fs::read_to_string(crate::fixture("classification_report.json")).unwrap();
+    let f: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let y_true: Vec<i64> = serde_json::from_value(f["y_true"].clone()).unwrap();
+    let y_pred: Vec<i64> = serde_json::from_value(f["y_pred"].clone()).unwrap();
+    let classes = 6;
+    let logits = tch::Tensor::from_slice(&y_pred).one_hot(classes).to_kind(tch::Kind::Float);
+    let targets = tch::Tensor::from_slice(&y_true);
+    let mut m = ClassificationMetrics::new(classes as usize, 1, tch::Device::Cpu);
+    let n = y_true.len() as i64;
+    for (start, len) in [(0, 100), (100, n - 100)] {
+        m.update(&tch::Tensor::from(0.0f32), &logits.narrow(0, start, len), &targets.narrow(0, start, len));
+    }
+    let report = ClassificationReport::from_confusion(&m.compute().confusion);
+    let want = &f["report"];
+    let check = |what: &str, got: &torchlight_train::ClassScores, want: &serde_json::Value| {
+        for (key, value) in [("precision", got.precision), ("recall", got.recall), ("f1-score", got.f1)] {
+            let w = want[key].as_f64().unwrap();
+            assert!((value - w).abs() < 1e-12, "{what} {key}: {value} vs scikit-learn {w}");
+        }
+        assert_eq!(got.support as f64, want["support"].as_f64().unwrap(), "{what} support");
+    };
+    for (k, got) in report.per_class.iter().enumerate() {
+        check(&format!("class {k}"), got, &want[k.to_string()]);
+    }
+    check("macro avg", &report.macro_avg, &want["macro avg"]);
+    check("weighted avg", &report.weighted_avg, &want["weighted avg"]);
+    assert!((report.accuracy - want["accuracy"].as_f64().unwrap()).abs() < 1e-12);
+    // Class 4 is never predicted and class 5 has no sample: both score 0, as scikit-learn's.
+    assert_eq!((report.per_class[4].precision, report.per_class[5].recall), (0.0, 0.0));
+    // The most-confused pairs are the confusion matrix's largest off-diagonal cells, in order.
+    let cm = m.compute().confusion;
+    let mut cells: Vec<(u64, usize, usize)> = (0..6)
+        .flat_map(|t| (0..6).map(move |p| (t, p)))
+        .filter(|&(t, p)| t != p && cm.get(t, p) > 0)
+        .map(|(t, p)| (cm.get(t, p), t, p))
+        .collect();
+    cells.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let got: Vec<(u64, usize, usize)> =
+        report.confusions.iter().map(|c| (c.count, c.true_class, c.predicted)).collect();
+    assert_eq!(got, cells);
+    assert!(got[0].0 >= got[got.len() - 1].0 && got[0].0 > 1, "{got:?}");
+}
