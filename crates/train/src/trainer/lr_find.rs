@@ -245,6 +245,15 @@ impl Trainer {
                 raw.push(loss);
                 let (smoothed, diverged) = smoother.push(loss);
                 losses.push(smoothed);
+                let every = (config.num_training / 10).max(1);
+                if lrs.len() % every == 0 {
+                    self.progress.line(&format!(
+                        "lr_find: step {}/{}, lr {:.2e}, loss {loss:.4} (smoothed {smoothed:.4})",
+                        lrs.len(),
+                        config.num_training,
+                        lrs[lrs.len() - 1]
+                    ));
+                }
                 if diverged {
                     stopped_early = true;
                     break 'epochs;
