@@ -1,4 +1,4 @@
-//! `torchlight`: train, evaluate, predict with, summarise and export image classifiers.
+//! `torchlight`: train, tune, evaluate, predict with, summarise and export image classifiers.
 
 mod augment;
 mod calibrate;
@@ -14,6 +14,7 @@ mod setup;
 mod sidecar;
 mod summary;
 mod train;
+mod tune;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -44,6 +45,11 @@ enum Command {
     Augment(augment::Args),
     /// Check data, model and training set-up, cheapest first: PASS / WARN / FAIL with fixes.
     Doctor(doctor::Args),
+    /// Tune hyperparameters before training: `tune lr`, the learning-rate range test.
+    Tune {
+        #[command(subcommand)]
+        command: tune::Command,
+    },
     /// Write the synthetic demo image set (what `cargo xtask train-demo` trains on).
     DemoData(demo_data::Args),
     /// Install libtorch 2.11.0 (once per machine) and point a Cargo project at it.
@@ -76,6 +82,7 @@ fn main() {
         Command::Doctor(args) => doctor::run(args),
         Command::Augment(args) => augment::run(args),
         Command::Setup(args) => setup::run(args),
+        Command::Tune { command } => tune::run(command),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

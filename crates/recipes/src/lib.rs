@@ -28,8 +28,10 @@ mod run_dir;
 mod summary;
 pub mod synthetic;
 pub mod text;
+pub mod tune;
 
 pub use card::{CardTokenizer, ModelCard};
+pub use config::{format_lr, set_toml_value};
 pub use config::{
     AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, Interpolation, LoopConfig,
     ModelConfig, OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TaskKind, TextConfig, TrainConfig,

@@ -5,7 +5,8 @@
 //!   [`Regression`]), with AMP, accumulation, clipping, the NaN/device/out-of-memory guards,
 //!   a [`BatchTransform`] of training batches (Mixup, CutMix), [`Callback`]s with JSON and
 //!   tensor state, checkpoints every epoch or N steps, exact mid-epoch resume and a graceful
-//!   stop on SIGINT/SIGTERM. [`StepRunner`] is its optimisation step, for hand-written loops;
+//!   stop on SIGINT/SIGTERM; [`Trainer::lr_find`] is the lr range test through the same step
+//!   ([`LrFinder`]). [`StepRunner`] is its optimisation step, for hand-written loops;
 //!   [`evaluate`] its evaluation loop.
 //! - [`Metric`]s on the device (accuracy, top-k, confusion matrix, F1, mAP, MAE, RMSE).
 //! - Callbacks ([`callbacks`]): `metrics.csv`, TensorBoard events, `curves.png`, checkpoints,
@@ -29,6 +30,7 @@ mod csv_log;
 mod distributed;
 mod error;
 pub mod guard;
+mod lr_finder;
 mod metrics;
 mod mixup;
 mod plot;
@@ -51,6 +53,7 @@ pub use callbacks::{
 pub use csv_log::{read_metrics_csv, CsvLogger};
 pub use distributed::Distributed;
 pub use error::{Result, TrainError};
+pub use lr_finder::{gradient, suggest, LossSmoother, LrFindConfig, LrFindMode, LrFinder};
 pub use metrics::{
     brier_score, calibration_scores, expected_calibration_error, fit_temperature, maximum_calibration_error,
     negative_log_likelihood, reliability_bins, Accuracy, Calibration, CalibrationScores, ClassScores,
@@ -61,7 +64,7 @@ pub use metrics::{
 pub use mixup::{Mixed, MixupCutMix};
 pub use plot::{
     confusion_matrix_size, plot_confusion_matrix, plot_curves, plot_reliability, ReliabilityPanel,
-    CURVES_SIZE, RELIABILITY_PANEL_SIZE,
+    CURVES_SIZE, LR_FINDER_SIZE, RELIABILITY_PANEL_SIZE,
 };
 pub use progress::Progress;
 pub use record::EpochRecord;

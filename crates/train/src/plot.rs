@@ -1,11 +1,13 @@
 //! PNG plots of a run: `curves.png` (loss and a metric per epoch, train vs val), the
-//! confusion matrix as a labelled heat map, and reliability diagrams (`reliability.png`).
+//! confusion matrix as a labelled heat map, reliability diagrams (`reliability.png`) and the lr
+//! range test's curve (`lr_finder.png`).
 //!
 //! Text is drawn with DejaVu Sans compiled into the crate (`assets/DejaVuSans.ttf`, Bitstream
 //! Vera licence in `assets/LICENSE-DejaVu.txt`), so plots look the same on any machine and need
 //! no system fonts.
 
 use crate::error::{Result, TrainError};
+use crate::lr_finder::{LrFindMode, LrFinder};
 use crate::metrics::{ConfusionMatrix, ReliabilityBin};
 use crate::record::EpochRecord;
 use plotters::coord::Shift;
@@ -16,6 +18,9 @@ use std::sync::Once;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
+
+/// Width and height of `lr_finder.png`.
+pub const LR_FINDER_SIZE: (u32, u32) = (900, 600);
 
 /// Width and height of `curves.png`.
 pub const CURVES_SIZE: (u32, u32) = (1200, 500);
@@ -407,6 +412,114 @@ fn blues(t: f64) -> RGBColor {
     let (lo, hi) = ((247.0, 251.0, 255.0), (8.0, 48.0, 107.0));
     let mix = |a: f64, b: f64| (a + (b - a) * t).round() as u8;
     RGBColor(mix(lo.0, hi.0), mix(lo.1, hi.1), mix(lo.2, hi.2))
+}
+
+/// Draws `lr_finder.png`: the range test's smoothed loss against the lr (a log axis in
+/// exponential mode, as Lightning's `LRFinder.plot` sets it), the suggested lr marked with a
+/// red point and a dashed line, named in the legend. Non-finite losses are left out.
+pub(crate) fn plot_lr_finder(finder: &LrFinder, path: &Path) -> Result<()> {
+    register_font();
+    let (w, h) = LR_FINDER_SIZE;
+    let mut buffer = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buffer, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_error(path, e))?;
+        let points: Vec<(f64, f64)> = finder
+            .lrs
+            .iter()
+            .zip(&finder.losses)
+            .filter(|(lr, l)| l.is_finite() && **lr > 0.0)
+            .map(|(lr, l)| (*lr, *l))
+            .collect();
+        let lo = points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+        let hi = points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+        let (lo, hi) = if lo.is_finite() { (lo, hi.max(lo + 1e-6)) } else { (0.0, 1.0) };
+        let pad = (hi - lo) * 0.05;
+        let y = (lo - pad)..(hi + pad);
+        let x = finder.lrs.first().copied().unwrap_or(finder.config.min_lr)
+            ..finder.lrs.last().copied().unwrap_or(finder.config.max_lr).max(finder.config.min_lr * 1.0001);
+        let suggestion = finder.suggestion_index.map(|i| (finder.lrs[i], finder.losses[i]));
+        let title = match finder.suggestion() {
+            Some(lr) => format!("LR range test: suggested lr {lr:.2e}"),
+            None => "LR range test: no suggestion (too few points)".into(),
+        };
+        let drawn = match finder.config.mode {
+            LrFindMode::Exponential => {
+                let chart = ChartBuilder::on(&root)
+                    .caption(&title, (FAMILY, 24))
+                    .margin(20)
+                    .x_label_area_size(50)
+                    .y_label_area_size(70)
+                    .build_cartesian_2d(x.log_scale(), y.clone());
+                chart.map_err(|e| e.to_string()).and_then(|mut c| {
+                    lr_chart(&mut c, &points, suggestion, y, true).map_err(|e| e.to_string())
+                })
+            }
+            LrFindMode::Linear => {
+                let chart = ChartBuilder::on(&root)
+                    .caption(&title, (FAMILY, 24))
+                    .margin(20)
+                    .x_label_area_size(50)
+                    .y_label_area_size(70)
+                    .build_cartesian_2d(x, y.clone());
+                chart.map_err(|e| e.to_string()).and_then(|mut c| {
+                    lr_chart(&mut c, &points, suggestion, y, false).map_err(|e| e.to_string())
+                })
+            }
+        };
+        drawn.map_err(|e| plot_error(path, e))?;
+        root.present().map_err(|e| plot_error(path, e))?;
+    }
+    save_png(path, buffer, (w, h))
+}
+
+/// The loss line, the suggestion's point and dashed line, the axes and the legend of
+/// `lr_finder.png`, on either x axis.
+fn lr_chart<'a, X>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, plotters::coord::types::RangedCoordf64>>,
+    points: &[(f64, f64)],
+    suggestion: Option<(f64, f64)>,
+    y: std::ops::Range<f64>,
+    log_x: bool,
+) -> DrawResult<()>
+where
+    X: Ranged<ValueType = f64> + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc(if log_x { "learning rate (log scale)" } else { "learning rate" })
+        .y_desc("loss (smoothed)")
+        .x_label_formatter(&|x| format!("{x:.0e}"))
+        .y_label_formatter(&|y| format!("{y:.3}"))
+        .axis_desc_style((FAMILY, 18))
+        .label_style((FAMILY, 15))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    chart
+        .draw_series(LineSeries::new(points.iter().copied(), TRAIN_COLOR.stroke_width(2)))?
+        .label("smoothed loss")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], TRAIN_COLOR.stroke_width(2)));
+    if let Some((lr, loss)) = suggestion {
+        let red = RGBColor(214, 39, 40);
+        chart.draw_series(DashedLineSeries::new(
+            vec![(lr, y.start), (lr, y.end)],
+            6,
+            4,
+            red.stroke_width(1),
+        ))?;
+        chart
+            .draw_series(std::iter::once(Circle::new((lr, loss), 7, red.filled())))?
+            .label(format!("suggestion {lr:.2e}"))
+            .legend(move |(x, y)| Circle::new((x + 12, y), 6, red.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FAMILY, 16))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod hostile;
 mod hub_cfg;
 mod setup;
 mod text;
+mod tune;
 
 fn torchlight(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_torchlight")).args(args).output().expect("the torchlight binary runs")

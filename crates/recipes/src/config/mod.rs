@@ -30,9 +30,11 @@
 //! [`TrainConfig::set`], by dotted key (`train.epochs`) or by a leaf name that is unique
 //! (`epochs`, `image-size`).
 
+mod edit;
 mod overrides;
 mod validate;
 
+pub use edit::{format_lr, set_toml_value};
 pub(crate) use validate::MAX_TEXT_LEN;
 pub use validate::{MAX_CLASSES, MAX_IMAGE_SIZE};
 

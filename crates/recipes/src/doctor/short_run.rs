@@ -132,6 +132,12 @@ where
     // above it within a step or two, after which it may drift down again.
     let initial = losses.first().copied().unwrap_or(f64::NAN);
     let rising = tail > 1.5 * initial;
+    // The range test runs the image recipe: it measures an lr where guessing a tenth may not do.
+    let measure = if config.train.task == crate::config::TaskKind::Image {
+        ", or measure one with `torchlight tune lr` (the lr range test)"
+    } else {
+        ""
+    };
     findings.push(
         match (diverged_at, rising) {
             (Some(step), _) => Finding::new(
@@ -140,14 +146,14 @@ where
                 Status::Fail,
                 format!("loss became {} at step {} with lr {lr:.3e}", losses[step], step + 1),
             )
-            .fix(format!("training diverges: lower the lr (try optim.lr = {:.1e})", lr / 10.0)),
+            .fix(format!("training diverges: lower the lr (try optim.lr = {:.1e}){measure}", lr / 10.0)),
             (None, true) => Finding::new(
                 4,
                 "lr_sanity",
                 Status::Fail,
                 format!("loss rose from {initial:.4} at step 1 to {tail:.4} (mean of the last {k} steps) with lr {lr:.3e}"),
             )
-            .fix(format!("training diverges: lower the lr (try optim.lr = {:.1e})", lr / 10.0)),
+            .fix(format!("training diverges: lower the lr (try optim.lr = {:.1e}){measure}", lr / 10.0)),
             (None, false) => {
                 Finding::new(4, "lr_sanity", Status::Pass, format!("no divergence at lr {lr:.3e}"))
             }
@@ -172,9 +178,9 @@ where
             ),
         )
         .fix(if trend == Status::Warn {
-            "the loss is flat: raise the lr or check the labels"
+            format!("the loss is flat: raise the lr{measure} or check the labels")
         } else {
-            "see lr_sanity"
+            "see lr_sanity".to_string()
         })
         .data(json!({ "losses": losses })),
     );

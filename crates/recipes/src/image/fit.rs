@@ -106,7 +106,7 @@ fn sync_batch_norm(model: &mut dyn Module, world: Option<&dyn Distributed>, froz
 }
 
 /// This recipe trains `train.task = "image"` runs only (`text::fit` the text ones).
-fn check_image_task(config: &TrainConfig) -> Result<()> {
+pub(crate) fn check_image_task(config: &TrainConfig) -> Result<()> {
     if config.train.task != TaskKind::Image {
         return Err(RecipeError::InvalidConfig {
             field: "train.task".into(),
@@ -186,16 +186,7 @@ fn train_run(
             reason: format!("the data has {} classes: {}", classes.len(), classes.join(", ")),
         });
     }
-    let mixing = t.mixup_alpha > 0.0 || t.cutmix_alpha > 0.0;
-    // With Mixup/CutMix the smoothing goes into their soft targets (the same loss).
-    let task_smoothing = if mixing { 0.0 } else { t.label_smoothing };
-    let mut task = Classification::new(num_classes).with_label_smoothing(task_smoothing).with_top_k(t.top_k);
-    if t.bce_loss {
-        task = task.with_bce(t.bce_target_thresh);
-    }
-    if let Some(w) = class_weights(&config, &splits, device)? {
-        task = task.with_class_weights(w);
-    }
+    let task = training_task(&config, &splits, num_classes, device)?;
     let val_images = torchlight_data::Dataset::len(&splits.val);
     let mut train_loader = sharded_loader(splits.train, &config, true, device, shard)?;
     let mut val_loader = sharded_loader(splits.val, &config, false, device, shard)?;
@@ -238,14 +229,7 @@ fn train_run(
                 .with_frozen_batch_norm(config.model.freeze_bn_while_frozen),
         )
         .run_dir(run.path());
-    if mixing {
-        let mut mix = MixupCutMix::new(num_classes, t.mixup_alpha, t.cutmix_alpha)?
-            .with_prob(t.mixup_prob)?
-            .with_switch_prob(t.mixup_switch_prob)?
-            .with_label_smoothing(t.label_smoothing)?;
-        if let Some(off) = t.mixup_off_epoch {
-            mix = mix.with_off_epoch(off as u64);
-        }
+    if let Some(mix) = batch_mixing(&config, num_classes)? {
         builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
     }
     if t.model_ema {
@@ -348,6 +332,45 @@ fn train_run(
     Ok(summary)
 }
 
+/// The task a run trains with: cross-entropy (or timm's BCE, `train.bce_loss`) with the
+/// config's label smoothing (folded into the soft targets instead when Mixup/CutMix is on),
+/// top-k and class weights. `fit` and the lr finder (`tune::lr_find`) share it.
+pub(crate) fn training_task(
+    config: &TrainConfig,
+    splits: &Splits,
+    num_classes: usize,
+    device: tch::Device,
+) -> Result<Classification> {
+    let t = &config.train;
+    let mixing = t.mixup_alpha > 0.0 || t.cutmix_alpha > 0.0;
+    // With Mixup/CutMix the smoothing goes into their soft targets (the same loss).
+    let task_smoothing = if mixing { 0.0 } else { t.label_smoothing };
+    let mut task = Classification::new(num_classes).with_label_smoothing(task_smoothing).with_top_k(t.top_k);
+    if t.bce_loss {
+        task = task.with_bce(t.bce_target_thresh);
+    }
+    if let Some(w) = class_weights(config, splits, device)? {
+        task = task.with_class_weights(w);
+    }
+    Ok(task)
+}
+
+/// The Mixup/CutMix batch transform `train.mixup_alpha`/`cutmix_alpha` ask for, if any.
+pub(crate) fn batch_mixing(config: &TrainConfig, num_classes: usize) -> Result<Option<MixupCutMix>> {
+    let t = &config.train;
+    if !(t.mixup_alpha > 0.0 || t.cutmix_alpha > 0.0) {
+        return Ok(None);
+    }
+    let mut mix = MixupCutMix::new(num_classes, t.mixup_alpha, t.cutmix_alpha)?
+        .with_prob(t.mixup_prob)?
+        .with_switch_prob(t.mixup_switch_prob)?
+        .with_label_smoothing(t.label_smoothing)?;
+    if let Some(off) = t.mixup_off_epoch {
+        mix = mix.with_off_epoch(off as u64);
+    }
+    Ok(Some(mix))
+}
+
 /// The EMA `train.model_ema*` ask for: torchvision's (`--model-ema-decay` adjusted as its
 /// `train.py` does, every `model_ema_steps` steps of an epoch, copying during the lr warm-up),
 /// or timm's `ModelEmaV3` with its warm-up (`model_ema_warmup`).
@@ -372,7 +395,7 @@ fn model_ema(config: &TrainConfig, world_size: usize) -> Result<ModelEma> {
 /// its `architecture` is one whose timm weights load ([`torchlight_nn::TIMM_ARCHITECTURES`]) and
 /// the config's `model.name` (either failing would fail the load anyway, with a list of keys
 /// instead of the reason).
-fn check_hub_folder(config: &TrainConfig, dir: &std::path::Path) -> Result<()> {
+pub(crate) fn check_hub_folder(config: &TrainConfig, dir: &std::path::Path) -> Result<()> {
     let folder = torchlight_nn::read_hub_folder(dir)?;
     if let Err(e) = torchlight_nn::check_timm_architecture(&folder.config.architecture) {
         return Err(RecipeError::InvalidConfig {

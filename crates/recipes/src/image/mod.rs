@@ -18,6 +18,7 @@ pub use data::{
     train_transform_for, Loader, Split, Splits,
 };
 pub use evaluate::{evaluate, evaluate_with_logits, Evaluated};
+pub(crate) use fit::{batch_mixing, training_task};
 pub use fit::{fit, fit_distributed, resume, resume_distributed};
 pub use pretrained_cfg::apply_pretrained_cfg;
 pub(crate) use pretrained_cfg::with_pretrained_cfg;

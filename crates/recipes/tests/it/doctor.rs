@@ -251,6 +251,7 @@ fn the_short_run_flags_a_high_lr_a_frozen_model_and_a_dead_head() {
     let lr = find(&found, "lr_sanity");
     assert_eq!(lr.status, Status::Fail, "{found:#?}");
     assert!(lr.fix.as_deref().unwrap().contains("lower the lr (try optim.lr = 1.0e0)"), "{lr:?}");
+    assert!(lr.fix.as_deref().unwrap().contains("`torchlight tune lr`"), "{lr:?}");
 
     let (_, _, model) = batch_and_model(&c);
     freeze(&model, "");

@@ -10,9 +10,11 @@
 //!
 //! The loop itself is in `run.rs` (one `fit`, step by step), its resume in `restore.rs`, the
 //! evaluation loop that validation, [`Trainer::evaluate`] and [`evaluate`] share in
-//! `evaluate.rs`, and one optimisation step in `step.rs`.
+//! `evaluate.rs`, one optimisation step in `step.rs`, and the lr range test
+//! ([`Trainer::lr_find`]) in `lr_find.rs`.
 
 mod evaluate;
+mod lr_find;
 mod restore;
 mod run;
 mod signal;

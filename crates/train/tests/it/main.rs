@@ -10,6 +10,7 @@ mod csv_log;
 mod cuda;
 mod ema;
 mod finetuning;
+mod lr_find;
 mod metrics;
 mod mixup;
 mod plot;

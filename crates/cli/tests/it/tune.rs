@@ -1,0 +1,66 @@
+//! `torchlight tune lr` on a tiny generated image set: the suggestion is printed, finite and
+//! inside the sweep, `lr_finder.png` is written, `--apply` sets `optim.lr` in the config file
+//! and keeps its other lines; `--apply` without `--config` and too short a sweep are errors
+//! before any work, saying what to change.
+
+use super::{fails, ok, s, temp};
+
+const QUICK: &[&str] = &[
+    "--set",
+    "model.name=resnet18",
+    "--set",
+    "data.image_size=32",
+    "--set",
+    "train.batch_size=4",
+    "--set",
+    "train.device=cpu",
+    "--set",
+    "data.workers=0",
+];
+
+/// The number after `prefix` on the output's line that starts with it.
+fn value_after(out: &str, prefix: &str) -> f64 {
+    let line =
+        out.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no `{prefix}` in:\n{out}"));
+    let rest = &line[prefix.len()..];
+    rest.split_whitespace().next().unwrap().parse().unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
+#[test]
+fn tune_lr_prints_a_suggestion_inside_the_sweep_draws_it_and_applies_it() {
+    let dir = temp("tune");
+    ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "6"]);
+    let data = s(&dir.join("data/source"));
+    let config = dir.join("my.toml");
+    std::fs::write(&config, "# my settings\n[train]\nepochs = 3\n\n[optim]\nlr = 0.01 # hand-picked\n")
+        .unwrap();
+    let out_dir = dir.join("tune");
+    let mut args = vec!["tune", "lr", "--data", &data];
+    let (config_s, out_s) = (s(&config), s(&out_dir));
+    args.extend(["--config", &config_s, "--out", &out_s, "--steps", "14", "--min-lr", "1e-6", "--apply"]);
+    args.extend_from_slice(QUICK);
+    let out = ok(&args);
+    let lr = value_after(&out, "suggested lr: ");
+    assert!(lr.is_finite() && (1e-6..=1.0).contains(&lr), "{lr} outside the sweep:\n{out}");
+    assert_eq!(value_after(&out, "config line: optim.lr = "), lr, "{out}");
+    let png = std::fs::read(out_dir.join("lr_finder.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
+    let edited = std::fs::read_to_string(&config).unwrap();
+    assert!(edited.starts_with("# my settings\n[train]\nepochs = 3\n"), "{edited}");
+    assert!(edited.contains("# hand-picked"), "{edited}");
+    let read = torchlight_recipes::TrainConfig::from_toml_file(&config).unwrap();
+    assert_eq!(read.optim.lr, lr, "{edited}");
+    assert_eq!(read.train.epochs, 3);
+    assert!(out.contains(&format!("applied: {config_s} now sets optim.lr")), "{out}");
+
+    // --apply without a config file says so before any work; too short a sweep leaves no
+    // suggestion.
+    let mut args = vec!["tune", "lr", "--data", &data, "--out", &out_s, "--apply"];
+    args.extend_from_slice(QUICK);
+    let err = fails(&args);
+    assert!(err.contains("--apply") && err.contains("--config"), "{err}");
+    let mut args = vec!["tune", "lr", "--data", &data, "--out", &out_s, "--steps", "5"];
+    args.extend_from_slice(QUICK);
+    let err = fails(&args);
+    assert!(err.contains("--steps 5") && err.contains("--steps 13 or more"), "{err}");
+}

@@ -1,0 +1,287 @@
+//! `Trainer::lr_find`: the lr range test (`lr_finder.rs`) driven through the Trainer's own
+//! step (`StepRunner`: autocast, GradScaler, accumulation, clipping, the guards) and batch
+//! transform, on the training source `fit` takes, with everything it touches put back after.
+//!
+//! The snapshot is kept in memory (Lightning writes a checkpoint file and reads it back, and
+//! once restored too little: its bug #6675): the model's parameters and buffers, the
+//! optimizer's state and lrs, torch's generators and Torchlight's process-wide one. The lr
+//! scheduler, the plateau scheduler and the callbacks are never called; the GradScaler is the
+//! sweep's own (every `fit` starts a fresh one); a DataLoader's epochs depend only on (seed,
+//! epoch, index), so reading epochs from it changes nothing.
+
+use super::{AsDynModule, StepRunner, Trainer};
+use crate::batch::Batch;
+use crate::batch_transform::{BatchContext, BatchTransform};
+use crate::error::{Result, TrainError};
+use crate::guard;
+use crate::lr_finder::{LossSmoother, LrFindConfig, LrFinder};
+use crate::source::BatchSource;
+use crate::task::Task;
+use tch::Tensor;
+use torchlight_nn::named_tensors;
+use torchlight_optim::{Optimizer, OptimizerState};
+use torchlight_tensor::seed::{with_global_rng, Rng};
+use torchlight_tensor::{no_grad, set_grad_none, set_torch_rng_state, torch_rng_state, TorchRngState};
+
+/// What the sweep changes, copied before it.
+struct Saved {
+    /// Every parameter and buffer: the live tensor and a copy of its values.
+    tensors: Vec<(Tensor, Tensor)>,
+    /// The parameters, whose gradients are cleared after the sweep as they were before it.
+    params: Vec<Tensor>,
+    optimizer: OptimizerState,
+    lrs: Vec<f64>,
+    torch_rng: TorchRngState,
+    global_rng: Rng,
+}
+
+impl Saved {
+    fn take(model: &dyn torchlight_nn::Module, optimizer: &dyn Optimizer) -> Result<Self> {
+        let mut tensors = Vec::new();
+        let mut params = Vec::new();
+        for (name, t, role) in named_tensors(model) {
+            if role == torchlight_nn::Role::Parameter {
+                if t.grad().defined() {
+                    return Err(TrainError::InvalidSetting {
+                        setting: "lr_find".into(),
+                        value: format!("parameter {name} holds a gradient"),
+                        reason: "the range test starts from a model without pending gradients (call the \
+                                 optimizer's zero_grad first)"
+                            .into(),
+                    });
+                }
+                params.push(t.shallow_clone());
+            }
+            let copy = t.detach().copy();
+            tensors.push((t, copy));
+        }
+        let state = optimizer.state_dict();
+        // The state's tensors alias the live ones (as PyTorch's do): copy them.
+        let optimizer_state = OptimizerState {
+            meta: state.meta.clone(),
+            tensors: state.tensors.iter().map(|(k, t)| (k.clone(), t.copy())).collect(),
+        };
+        Ok(Saved {
+            tensors,
+            params,
+            optimizer: optimizer_state,
+            lrs: optimizer.lrs(),
+            torch_rng: torch_rng_state()?,
+            global_rng: with_global_rng(|r| r.clone()),
+        })
+    }
+
+    fn restore(self, optimizer: &mut dyn Optimizer) -> Result<()> {
+        {
+            let _guard = no_grad();
+            for (live, saved) in &self.tensors {
+                let mut live = live.shallow_clone();
+                live.copy_(saved);
+            }
+        }
+        for p in &self.params {
+            set_grad_none(p)?;
+        }
+        optimizer.load_state_dict_owned(self.optimizer)?;
+        optimizer.set_lrs(&self.lrs)?;
+        set_torch_rng_state(&self.torch_rng)?;
+        let global = self.global_rng;
+        with_global_rng(move |r| *r = global);
+        Ok(())
+    }
+}
+
+impl Trainer {
+    /// The learning-rate range test (Leslie Smith's, as PyTorch Lightning's `Tuner.lr_find`
+    /// runs it; see [`LrFindConfig`] for the settings and where it departs from Lightning):
+    /// `config.num_training` optimizer steps on `train` (epoch after epoch from its first
+    /// batch, as many as it takes) with the lr raised each step from `min_lr` to `max_lr`,
+    /// through this Trainer's own step ([`StepRunner`] with its [`StepConfig`]: AMP, GradScaler,
+    /// accumulation, clipping, the non-finite guard) and its batch transform, stopping early
+    /// when the smoothed loss diverges (or a step's gradients are not finite). Returns the
+    /// curve and the suggestion; [`LrFinder::plot`] draws it.
+    ///
+    /// Every param group keeps its ratio to the group with the largest lr when the test
+    /// starts, and that group's lr is the one swept and suggested (for one group, the lr).
+    ///
+    /// Afterwards the model's parameters and buffers, the optimizer (state and lrs) and the
+    /// random generators are exactly as they were, so `lr_find` then `fit` trains as `fit`
+    /// alone does, bit for bit on the CPU; the schedulers and callbacks are not touched. A
+    /// distributed Trainer refuses it.
+    ///
+    /// [`StepConfig`]: super::StepConfig
+    pub fn lr_find<M, B, T>(
+        &mut self,
+        model: &mut M,
+        task: &T,
+        optimizer: &mut dyn Optimizer,
+        train: &mut dyn BatchSource<B>,
+        config: &LrFindConfig,
+    ) -> Result<LrFinder>
+    where
+        M: AsDynModule + ?Sized,
+        B: Batch + 'static,
+        T: Task<M, B> + ?Sized,
+    {
+        config.validate()?;
+        if self.distributed.is_some() {
+            return Err(TrainError::InvalidSetting {
+                setting: "lr_find".into(),
+                value: format!("{} ranks", self.world_size()),
+                reason: "the range test runs in one process: run it before launching the ranks".into(),
+            });
+        }
+        if train.is_empty() {
+            return Err(TrainError::InvalidSetting {
+                setting: "lr_find".into(),
+                value: "an empty training source".into(),
+                reason: "the range test needs training batches".into(),
+            });
+        }
+        guard::check_device(model.as_dyn(), self.device)?;
+        let saved = Saved::take(model.as_dyn(), optimizer)?;
+        let mut transform = self.batch_transform.take();
+        let swept = (|| {
+            let transform = match transform.as_mut() {
+                None => None,
+                Some(any) => Some(any.downcast_mut::<Box<dyn BatchTransform<B>>>().ok_or_else(|| {
+                    TrainError::InvalidSetting {
+                        setting: "batch_transform".into(),
+                        value: "a transform of another batch type".into(),
+                        reason: format!("lr_find trains on batches of type {}", std::any::type_name::<B>()),
+                    }
+                })?),
+            };
+            self.sweep(&*model, task, optimizer, train, transform, config)
+        })();
+        self.batch_transform = transform;
+        let restored = saved.restore(optimizer);
+        let finder = swept?;
+        restored?;
+        let end = finder.lrs.last().copied().unwrap_or(config.min_lr);
+        let how = if finder.stopped_early { ": the loss diverged" } else { "" };
+        self.progress.line(&format!(
+            "lr_find: {} steps from {:.1e} to {end:.1e}{how}; model and optimizer restored",
+            finder.lrs.len(),
+            config.min_lr
+        ));
+        Ok(finder)
+    }
+
+    /// The sweep itself; the caller restores what it changed.
+    fn sweep<M, B, T>(
+        &self,
+        model: &M,
+        task: &T,
+        optimizer: &mut dyn Optimizer,
+        train: &mut dyn BatchSource<B>,
+        mut transform: Option<&mut Box<dyn BatchTransform<B>>>,
+        config: &LrFindConfig,
+    ) -> Result<LrFinder>
+    where
+        M: AsDynModule + ?Sized,
+        B: Batch,
+        T: Task<M, B> + ?Sized,
+    {
+        let transform_seed = match transform {
+            None => 0,
+            Some(_) => {
+                self.data_seed.or(self.seed).or_else(torchlight_tensor::global_seed).ok_or_else(|| {
+                    TrainError::InvalidSetting {
+                        setting: "batch_transform".into(),
+                        value: "no seed".into(),
+                        reason: "a batch transform draws from generators seeded per batch: set \
+                             TrainerBuilder::seed or data_seed (or call seed_everything first)"
+                            .into(),
+                    }
+                })?
+            }
+        };
+        let mut runner = StepRunner::new(self.step.clone(), self.device)?;
+        let start = optimizer.lrs();
+        let reference = start.iter().copied().fold(0.0f64, f64::max);
+        let ratios: Vec<f64> =
+            start.iter().map(|lr| if reference > 0.0 { lr / reference } else { 1.0 }).collect();
+        let mut smoother = LossSmoother::new(config.beta, config.early_stop_threshold);
+        let (mut lrs, mut losses, mut raw) = (Vec::new(), Vec::new(), Vec::new());
+        let mut stopped_early = false;
+        let batches = train.len();
+        let mut epoch = 0u64;
+        'epochs: while lrs.len() < config.num_training {
+            let mut it = train.batches(epoch, 0);
+            let mut index = 0usize;
+            let mut window: Vec<Tensor> = Vec::new();
+            let mut yielded = false;
+            while let Some(batch) = it.next() {
+                let mut batch = batch?.to_device(self.device);
+                yielded = true;
+                index = it.consumed().unwrap_or(index + 1);
+                if let Some(t) = transform.as_deref_mut() {
+                    let mut ctx =
+                        BatchContext::new(transform_seed, 0, epoch, (index as u64).saturating_sub(1));
+                    batch = t.apply(batch, &mut ctx)?;
+                }
+                if !runner.window_open() {
+                    let lr = config.lr_at(lrs.len());
+                    let group_lrs: Vec<f64> = ratios.iter().map(|r| r * lr).collect();
+                    optimizer.set_lrs(&group_lrs)?;
+                }
+                let micro = runner.forward_backward(model, task, &batch)?;
+                window.push(micro.loss);
+                if !(micro.window_full || index == batches) {
+                    continue;
+                }
+                let step = runner
+                    .optimizer_step(model.as_dyn(), optimizer)
+                    .and_then(|_| runner.settle(model.as_dyn(), optimizer));
+                let loss = match step {
+                    Ok(_) => mean_loss(&window),
+                    // Gradients that are not finite: the lr is past divergence.
+                    Err(TrainError::NonFinite { .. }) => f64::NAN,
+                    Err(e) => return Err(e),
+                };
+                window.clear();
+                lrs.push(config.lr_at(lrs.len()));
+                raw.push(loss);
+                let (smoothed, diverged) = smoother.push(loss);
+                losses.push(smoothed);
+                let every = (config.num_training / 10).max(1);
+                if lrs.len() % every == 0 {
+                    self.progress.line(&format!(
+                        "lr_find: step {}/{}, lr {:.2e}, loss {loss:.4} (smoothed {smoothed:.4})",
+                        lrs.len(),
+                        config.num_training,
+                        lrs[lrs.len() - 1]
+                    ));
+                }
+                if diverged {
+                    stopped_early = true;
+                    break 'epochs;
+                }
+                if lrs.len() == config.num_training {
+                    break 'epochs;
+                }
+            }
+            drop(it);
+            if runner.window_open() {
+                // Batches left out entirely (every sample skipped) can leave a window open.
+                runner.optimizer_step(model.as_dyn(), optimizer)?;
+            }
+            if !yielded {
+                return Err(TrainError::InvalidSetting {
+                    setting: "lr_find".into(),
+                    value: format!("epoch {epoch} of the training source"),
+                    reason: "it yielded no batch".into(),
+                });
+            }
+            epoch += 1;
+        }
+        Ok(LrFinder::new(config.clone(), lrs, losses, raw, stopped_early))
+    }
+}
+
+/// The mean of a window's micro-batch losses (each already the batch's mean), read back once.
+fn mean_loss(window: &[Tensor]) -> f64 {
+    let sum: f64 = window.iter().map(|l| l.double_value(&[])).sum();
+    sum / window.len().max(1) as f64
+}
