@@ -33,7 +33,7 @@ pub use card::{CardTokenizer, ModelCard};
 pub use config::{
     AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, Interpolation, LoopConfig,
     ModelConfig, OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TaskKind, TextConfig, TrainConfig,
-    CONFIG_KEYS, MAX_CLASSES, MAX_IMAGE_SIZE, TEXT_MODELS,
+    CONFIG_KEYS, DEFAULT_IMAGE_SIZE, MAX_CLASSES, MAX_IMAGE_SIZE, TEXT_MODELS,
 };
 pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
 pub use error::{RecipeError, Result};

@@ -46,7 +46,7 @@ pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> 
 /// Starting weights with NaN or Inf would stop the first step with a non-finite loss or
 /// gradient and the loop's advice to lower the lr; they are named here instead, file and
 /// tensor, before training. Only loaded tensors are read (the new head's init is finite).
-fn check_finite(model: &dyn Module, report: &LoadReport, weights: &Path) -> Result<()> {
+pub(crate) fn check_finite(model: &dyn Module, report: &LoadReport, weights: &Path) -> Result<()> {
     let loaded: HashSet<&str> = report.loaded.iter().map(String::as_str).collect();
     for (key, t) in state_dict(model) {
         if !loaded.contains(key.as_str()) || !t.is_floating_point() {
@@ -86,7 +86,7 @@ pub fn check_batch_norm_batches(config: &TrainConfig, smallest_batch: usize) -> 
     }
     let arch = model_architecture(config)?;
     let model = arch.build(model_spec(config, 2), LayerOptions::default().skip_init())?;
-    let size = i64::from(config.data.image_size);
+    let size = i64::from(config.data.image_size());
     let input = tch::Tensor::zeros([1, 3, size, size], (tch::Kind::Float, Device::Cpu));
     let seen = torchlight_nn::probe_single_value_batch_norm(|| {
         let _guard = torchlight_tensor::no_grad();
@@ -120,5 +120,5 @@ pub fn pretrained_load_options(config: &TrainConfig, head: &str) -> Result<LoadO
 
 /// What the model of `config` is built for: `num_classes` outputs, `data.image_size` pixels.
 pub(crate) fn model_spec(config: &TrainConfig, num_classes: usize) -> ModelSpec {
-    ModelSpec::new(num_classes as i64, i64::from(config.data.image_size))
+    ModelSpec::new(num_classes as i64, i64::from(config.data.image_size()))
 }

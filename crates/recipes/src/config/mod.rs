@@ -42,6 +42,10 @@ use std::path::{Path, PathBuf};
 use torchlight_tensor::DeviceSpec;
 use torchlight_train::NonFiniteAction;
 
+/// `data.image_size` when neither the config nor a Hub folder's `pretrained_cfg` sets it:
+/// torchvision's 224.
+pub const DEFAULT_IMAGE_SIZE: u32 = 224;
+
 /// Every key [`TrainConfig::set`] accepts, as `section.field`. A unit test checks it against
 /// the fields serde sees, so it cannot drift from the structs.
 pub const CONFIG_KEYS: &[&str] = &[
@@ -258,8 +262,11 @@ impl Default for TextConfig {
 pub struct DataConfig {
     /// An ImageFolder root holding `train/`, and optionally `val/` and `test/`. Default `data`.
     pub root: PathBuf,
-    /// Side of the square images fed to the model, torchvision's 224 by default.
-    pub image_size: u32,
+    /// Side of the square images fed to the model. Unset, a Hub model folder's
+    /// `pretrained_cfg.input_size` decides, else torchvision's 224
+    /// ([`DataConfig::image_size`]); a run's config.toml records the value in effect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_size: Option<u32>,
     /// Loader worker threads, like `DataLoader(num_workers=4)`. 0 loads on the training thread.
     pub workers: usize,
     /// Fraction of `train/` held out (seeded, stratified) as validation when there is no
@@ -412,7 +419,7 @@ impl Default for DataConfig {
     fn default() -> Self {
         DataConfig {
             root: PathBuf::from("data"),
-            image_size: 224,
+            image_size: None,
             workers: 4,
             val_fraction: 0.1,
             min_crop_scale: 0.08,
@@ -442,6 +449,11 @@ impl DataConfig {
     /// `root/test` (optional).
     pub fn test_dir(&self) -> PathBuf {
         self.root.join("test")
+    }
+    /// The image side in effect: [`image_size`](Self::image_size), [`DEFAULT_IMAGE_SIZE`]
+    /// when unset.
+    pub fn image_size(&self) -> u32 {
+        self.image_size.unwrap_or(DEFAULT_IMAGE_SIZE)
     }
     /// The resize sampling in effect: [`interpolation`](Self::interpolation), `bilinear` when unset.
     pub fn interpolation(&self) -> Interpolation {

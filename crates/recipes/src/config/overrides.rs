@@ -87,7 +87,8 @@ impl TrainConfig {
 fn is_optional(key: &str) -> bool {
     matches!(
         key,
-        "data.interpolation"
+        "data.image_size"
+            | "data.interpolation"
             | "data.crop_pct"
             | "data.mean"
             | "data.std"
@@ -193,6 +194,7 @@ mod tests {
             c.optim.layer_decay = Some(0.75);
             c.optim.backbone_lr = Some(1e-4);
             c.text.tokenizer = Some("tokenizer.json".into());
+            c.data.image_size = Some(224);
             c.data.interpolation = Some(crate::config::Interpolation::Bicubic);
             c.data.crop_pct = Some(0.95);
             c.data.mean = Some([0.5; 3]);
@@ -221,7 +223,7 @@ mod tests {
         assert_eq!(c.optim.optimizer, OptimizerKind::AdamW);
         assert_eq!((c.optim.lr, c.optim.weight_decay, c.optim.betas), (1e-3, 0.01, [0.9, 0.999]));
         assert_eq!(c.scheduler, SchedulerConfig::Cosine { eta_min: 0.0 });
-        assert_eq!((c.data.image_size, c.train.batch_size, c.train.label_smoothing), (224, 32, 0.0));
+        assert_eq!((c.data.image_size(), c.train.batch_size, c.train.label_smoothing), (224, 32, 0.0));
         assert_eq!(c.data.train_dir(), PathBuf::from("data/train"));
         assert_eq!(c.train.device_spec().unwrap(), DeviceSpec::Auto);
     }

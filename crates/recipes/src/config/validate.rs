@@ -56,11 +56,11 @@ impl TrainConfig {
         if d.root.as_os_str().is_empty() {
             invalid("data.root", "\"\"", "must name the dataset folder")?;
         }
-        if d.image_size == 0 {
+        if d.image_size == Some(0) {
             invalid("data.image_size", 0, "must be at least 1 pixel")?;
         }
-        if d.image_size > MAX_IMAGE_SIZE {
-            invalid("data.image_size", d.image_size, &format!("must be at most {MAX_IMAGE_SIZE} pixels"))?;
+        if d.image_size() > MAX_IMAGE_SIZE {
+            invalid("data.image_size", d.image_size(), &format!("must be at most {MAX_IMAGE_SIZE} pixels"))?;
         }
         if d.workers > MAX_WORKERS {
             invalid("data.workers", d.workers, &format!("must be at most {MAX_WORKERS} threads"))?;
@@ -85,7 +85,7 @@ impl TrainConfig {
             invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
         }
         if let Some(p) = d.crop_pct {
-            let size = d.image_size.max(1) as usize;
+            let size = d.image_size().max(1) as usize;
             if let Err(torchlight_vision::VisionError::Config { reason, .. }) =
                 torchlight_vision::EvalPreprocessing::from_crop_pct(size, p)
             {
@@ -306,7 +306,7 @@ impl TrainConfig {
             invalid("train.batch_size", 0, "must be at least 1")?;
         }
         // One batch of float32 images, the first allocation that grows with both settings.
-        let bytes = t.batch_size as u128 * 3 * 4 * (d.image_size as u128).pow(2);
+        let bytes = t.batch_size as u128 * 3 * 4 * (d.image_size() as u128).pow(2);
         if bytes > MAX_BATCH_BYTES {
             invalid(
                 "train.batch_size",
@@ -314,7 +314,7 @@ impl TrainConfig {
                 &format!(
                     "one batch of {0} images of {1}x{1} pixels would take {2:.1} GiB as float32 (the limit is {3} GiB): lower train.batch_size or data.image_size",
                     t.batch_size,
-                    d.image_size,
+                    d.image_size(),
                     bytes as f64 / (1u64 << 30) as f64,
                     MAX_BATCH_BYTES >> 30
                 ),

@@ -39,7 +39,7 @@ pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
 pub fn train_transform_for(data: &DataConfig) -> Compose {
     let mut t = Compose::default()
         .then(
-            RandomResizedCrop::new(data.image_size as usize)
+            RandomResizedCrop::new(data.image_size() as usize)
                 .with_scale(data.min_crop_scale, 1.0)
                 .with_interpolation(data.interpolation().mode()),
         )
@@ -65,7 +65,7 @@ pub fn train_transform_for(data: &DataConfig) -> Compose {
 /// (`.transform()`, `.metadata()`).
 pub fn eval_preprocessing(config: &TrainConfig) -> EvalPreprocessing {
     let d = &config.data;
-    let size = d.image_size as usize;
+    let size = d.image_size() as usize;
     let base = EvalPreprocessing::classification(size);
     // `validate` refuses a crop_pct from_crop_pct refuses.
     let base = d.crop_pct.and_then(|p| EvalPreprocessing::from_crop_pct(size, p).ok()).unwrap_or(base);

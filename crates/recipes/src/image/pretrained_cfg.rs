@@ -4,18 +4,20 @@
 use crate::config::{Interpolation, TrainConfig};
 use crate::error::{RecipeError, Result};
 
-/// Fills the unset preprocessing keys of `config` (`data.interpolation`, `data.crop_pct`,
+/// Fills the unset preprocessing keys of `config` (`data.image_size`, `data.interpolation`, `data.crop_pct`,
 /// `data.mean`, `data.std`) from the `pretrained_cfg` of the Hub model folder that
 /// `model.pretrained` names; a key the config sets wins. Returns the line saying which values
 /// came from `pretrained_cfg` (and which the config kept), or `None` when `model.pretrained`
 /// is not a folder or its `config.json` has no `pretrained_cfg`. `pretrained_cfg.input_size`
-/// does not change `data.image_size`; the line says when they differ.
+/// sets `data.image_size` when the config leaves it unset, as timm's `resolve_data_config`
+/// does when no `img_size` is given.
 ///
 /// # Errors
 /// The folder's errors ([`torchlight_nn::read_hub_folder`]); `pretrained_cfg.crop_mode` other
 /// than `center` (timm's `squash` and `border` are not built), an `interpolation` other than
 /// `bilinear`, `bicubic` or `nearest` when `data.interpolation` is unset, or a `std` that is
-/// not positive: each [`RecipeError::InvalidConfig`] naming the field and the file.
+/// not positive, an `input_size` that is not square when `data.image_size` is unset: each
+/// [`RecipeError::InvalidConfig`] naming the field and the file.
 pub fn apply_pretrained_cfg(config: &mut TrainConfig) -> Result<Option<String>> {
     let Some(dir) = config.model.pretrained.clone() else { return Ok(None) };
     if !dir.is_dir() {
@@ -39,6 +41,22 @@ pub fn apply_pretrained_cfg(config: &mut TrainConfig) -> Result<Option<String>> 
     }
     let d = &mut config.data;
     let (mut taken, mut kept) = (Vec::new(), Vec::new());
+    if let Some([_, h, w]) = cfg.input_size {
+        if let Some(size) = d.image_size {
+            if (h, w) != (i64::from(size), i64::from(size)) {
+                kept.push("data.image_size");
+            }
+        } else if h != w || u32::try_from(h).is_err() {
+            return Err(bad(
+                "input_size",
+                format!("[3, {h}, {w}]"),
+                "is not square, and Torchlight's images are (data.image_size); set data.image_size",
+            ));
+        } else {
+            d.image_size = Some(h as u32);
+            taken.push(format!("data.image_size = {h}"));
+        }
+    }
     if let Some(name) = &cfg.interpolation {
         if d.interpolation.is_some() {
             kept.push("data.interpolation");
@@ -93,14 +111,6 @@ pub fn apply_pretrained_cfg(config: &mut TrainConfig) -> Result<Option<String>> 
     line.push_str(&if taken.is_empty() { "nothing".to_string() } else { taken.join(", ") });
     if !kept.is_empty() {
         line.push_str(&format!("; the config's own {} kept", kept.join(", ")));
-    }
-    if let Some([_, h, w]) = cfg.input_size {
-        let size = i64::from(d.image_size);
-        if (h, w) != (size, size) {
-            line.push_str(&format!(
-                "; its input_size is {h}x{w}, data.image_size {size} kept (set data.image_size = {h} for timm's evaluation size)"
-            ));
-        }
     }
     Ok(Some(line))
 }

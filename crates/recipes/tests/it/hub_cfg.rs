@@ -27,7 +27,7 @@ fn hub_folder(parent: &Path, name: &str) -> PathBuf {
 
 fn config_for(dir: &Path) -> TrainConfig {
     let mut c = TrainConfig::default();
-    c.data.image_size = 32;
+    c.data.image_size = Some(32);
     c.model.pretrained = Some(dir.to_path_buf());
     c
 }
@@ -136,7 +136,8 @@ fn the_configs_own_keys_win_and_config_toml_holds_the_values_in_effect() {
 
 /// timm's `squash` and `border` evaluation crops are refused in one line naming
 /// `pretrained_cfg.crop_mode` and the file; an interpolation Torchlight lacks is refused
-/// unless `data.interpolation` is set; input_size other than `data.image_size` is said.
+/// unless `data.interpolation` is set; `input_size` sets `data.image_size` unless the config
+/// sets it.
 #[test]
 fn unsupported_pretrained_cfg_values_are_named() {
     let tmp = temp_dir();
@@ -164,7 +165,33 @@ fn unsupported_pretrained_cfg_values_are_named() {
     )
     .unwrap();
     let line = apply_pretrained_cfg(&mut config_for(&dir)).unwrap().unwrap();
-    assert!(line.contains("input_size is 48x48, data.image_size 32 kept"), "{line}");
+    assert!(line.contains("the config's own data.image_size kept"), "{line}");
+    // Unset, data.image_size takes input_size, as timm's resolve_data_config does.
+    let mut c = config_for(&dir);
+    c.data.image_size = None;
+    let line = apply_pretrained_cfg(&mut c).unwrap().unwrap();
+    assert!(line.contains("data.image_size = 48"), "{line}");
+    assert_eq!(
+        (c.data.image_size, eval_preprocessing(&c).crop, eval_preprocessing(&c).resize),
+        (Some(48), 48, 50)
+    );
+    // A config file that leaves it out gets it; one that names it (any value) keeps its own.
+    let toml = format!("[model]\npretrained = {:?}\n", dir.display().to_string());
+    let mut c = TrainConfig::from_toml_str(&toml).unwrap();
+    apply_pretrained_cfg(&mut c).unwrap();
+    assert_eq!(c.data.image_size, Some(48));
+    let mut c = TrainConfig::from_toml_str(&format!("[data]\nimage_size = 224\n{toml}")).unwrap();
+    apply_pretrained_cfg(&mut c).unwrap();
+    assert_eq!(c.data.image_size, Some(224));
+    std::fs::write(
+        dir.join("config.json"),
+        text.replace("[\n      3,\n      32,\n      32\n    ]", "[3, 48, 40]"),
+    )
+    .unwrap();
+    let mut c = config_for(&dir);
+    c.data.image_size = None;
+    let err = apply_pretrained_cfg(&mut c).unwrap_err().to_string();
+    assert!(err.contains("pretrained_cfg.input_size") && err.contains("[3, 48, 40]"), "{err}");
 
     // Bad values of the new keys name them.
     let mut c = TrainConfig::default();
@@ -198,6 +225,6 @@ fn augment_shows_the_train_transform_with_the_folders_preprocessing() {
     let got = views(&with_folder);
     assert_eq!(got, views(&by_hand));
     by_hand.data = TrainConfig::default().data;
-    by_hand.data.image_size = 32;
+    by_hand.data.image_size = Some(32);
     assert_ne!(got, views(&by_hand));
 }
