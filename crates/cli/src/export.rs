@@ -62,7 +62,8 @@ pub fn run(args: Args) -> Result<()> {
         return Ok(());
     }
     let data = &loaded.card.config.data;
-    let size = data.image_size();
+    // The side evaluation uses (timm's test_input_size when the weights came with one).
+    let size = data.eval_image_size();
     let classes = &loaded.card.classes;
     // What evaluation applied: the same description the recipe builds its transform from.
     let recipe = eval_preprocessing(&loaded.card.config);

@@ -189,7 +189,12 @@ fn hub_summary(args: &Args, dir: &std::path::Path) -> Result<()> {
     outln!("head: {} ({} classes: {}{more})", head.join(", "), classes.len(), shown.join(", "))?;
     let recipe = torchlight_recipes::image::eval_preprocessing(&card.config);
     let meta: std::collections::HashMap<String, String> = recipe.metadata().into_iter().collect();
-    outln!("input: [N, 3, {0}, {0}] (data.image_size {0})", card.config.data.image_size())?;
+    let d = &card.config.data;
+    outln!(
+        "input: [N, 3, {0}, {0}] (data.eval_image_size {0}; data.image_size {1} for fine-tuning)",
+        d.eval_image_size(),
+        d.image_size()
+    )?;
     outln!("preprocessing: {}", meta["preprocessing"])?;
     Ok(())
 }

@@ -292,10 +292,14 @@ fn parse_pretrained_cfg(
             })
             .transpose()
     };
+    // timm allows a crop_pct above 1 (the resize is then smaller than the crop, which pads),
+    // as the recipe's `data.crop_pct` does: any positive number.
     let pct = |key: &str| {
         get(key)
             .map(|v| {
-                v.as_f64().filter(|p| *p > 0.0 && *p <= 1.0).ok_or_else(|| bad(key, "a number in (0, 1]", v))
+                v.as_f64()
+                    .filter(|p| *p > 0.0 && p.is_finite())
+                    .ok_or_else(|| bad(key, "a positive number (timm's are 0.875 to 1; above 1 pads)", v))
             })
             .transpose()
     };
@@ -466,10 +470,14 @@ mod tests {
         let p = Path::new("m/config.json");
         let e = parse_hub_config(p, r#"{"num_classes": 3}"#).unwrap_err().to_string();
         assert!(e.contains("m/config.json") && e.contains("`architecture`"), "{e}");
-        let e = parse_hub_config(p, r#"{"architecture": "resnet18", "pretrained_cfg": {"crop_pct": 2}}"#)
+        let e = parse_hub_config(p, r#"{"architecture": "resnet18", "pretrained_cfg": {"crop_pct": 0}}"#)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("`pretrained_cfg.crop_pct` is 2"), "{e}");
+        assert!(e.contains("`pretrained_cfg.crop_pct` is 0, not a positive number"), "{e}");
+        // Above 1, as timm allows and `data.crop_pct` does.
+        let wide =
+            parse_hub_config(p, r#"{"architecture": "resnet18", "pretrained_cfg": {"crop_pct": 1.15}}"#);
+        assert_eq!(wide.unwrap().pretrained_cfg.unwrap().crop_pct, Some(1.15));
         let flat = parse_hub_config(
             p,
             r#"{"architecture": "resnet18.a1_in1k", "crop_pct": 0.95, "mean": [0.5, 0.5, 0.5]}"#,

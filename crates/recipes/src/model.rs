@@ -108,6 +108,34 @@ pub fn check_batch_norm_batches(config: &TrainConfig, smallest_batch: usize) -> 
     })
 }
 
+/// Refuses `data.eval_image_size` other than `data.image_size` for an architecture whose
+/// parameters depend on the size (a ViT's position embedding): the model built at one size
+/// cannot run at the other. Two uninitialised builds are compared, shape by shape; nothing
+/// runs when the sizes are equal.
+pub fn check_eval_size(config: &TrainConfig) -> Result<()> {
+    let (train, eval) = (config.data.image_size(), config.data.eval_image_size());
+    if train == eval {
+        return Ok(());
+    }
+    let arch = model_architecture(config)?;
+    let options = LayerOptions::default().skip_init();
+    let shapes = |size: u32| -> Option<Vec<Vec<i64>>> {
+        let model = arch.build(ModelSpec::new(2, i64::from(size)), options).ok()?;
+        Some(state_dict(model.as_ref()).iter().map(|(_, t)| t.size()).collect())
+    };
+    if shapes(train).is_some() && shapes(train) == shapes(eval) {
+        return Ok(());
+    }
+    Err(RecipeError::InvalidConfig {
+        field: "data.eval_image_size".into(),
+        value: eval.to_string(),
+        reason: format!(
+            "{}'s parameters depend on the image size (a ViT's position embedding), so it evaluates at data.image_size = {train} only: set data.eval_image_size = {train}",
+            config.model.name
+        ),
+    })
+}
+
 /// How the pretrained file loads: strictly, except the head (new), after the config's key
 /// rewrites and with wrapper prefixes (`module.`, `model.`) stripped.
 pub fn pretrained_load_options(config: &TrainConfig, head: &str) -> Result<LoadOptions> {

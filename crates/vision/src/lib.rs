@@ -69,7 +69,7 @@ pub use decode::{
     IMG_EXTENSIONS, PIL_MAX_IMAGE_PIXELS,
 };
 pub use error::{Result, VisionError};
-pub use eval_preprocessing::EvalPreprocessing;
+pub use eval_preprocessing::{CropMode, EvalPreprocessing};
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
 pub use geometry::{
     affine, affine_nearest, affine_transform, affine_with, inverse_affine_matrix, rotate, rotate_with,

@@ -87,7 +87,7 @@ fn write_io(checks: &Path, name: &str) {
     Tensor::write_safetensors(&tensors, checks.join(format!("{name}-io.safetensors"))).unwrap();
 }
 
-/// DeiT-Ti at 32 px and ResNet-18 (run at 64 px through `--set data.image_size=64`) export
+/// DeiT-Ti at 32 px and ResNet-18 (at 64 px through `--set data.image_size=64`) export
 /// from their Hub folders to ONNX and TorchScript that onnxruntime and torch.jit run to timm
 /// 1.0.31's logits (tolerance 1e-4: the logits are below 3, and the runtimes' kernels sum in
 /// other orders than libtorch's), carrying the folder's preprocessing (input_size 32 from
@@ -139,8 +139,9 @@ fn a_hub_folder_exports_to_what_onnxruntime_and_torch_jit_run_as_timm() {
     assert_eq!(meta(deit_onnx, "center_crop"), "[32, 32]");
     assert_eq!(meta(deit_onnx, "resize_interpolation"), "bicubic");
     assert!(meta(deit_onnx, "class_names").starts_with("[\"class_0\", \"class_1\""), "{out}");
-    // ResNet-18's pretrained_cfg: crop_pct 0.95 of the 64 px the command line asked for.
-    assert_eq!(meta("resnet18__hub.onnx", "resize_shorter_side"), "67");
+    // ResNet-18's pretrained_cfg at the 64 px the command line asked for: its test_crop_pct 1.0
+    // (timm's use_test_size keeps a given img_size but takes test_crop_pct).
+    assert_eq!(meta("resnet18__hub.onnx", "resize_shorter_side"), "64");
     assert_eq!(meta("resnet18__hub.onnx", "center_crop"), "[64, 64]");
     let sidecar: Value = serde_json::from_str(
         &std::fs::read_to_string(checks.join("deit_tiny_patch16_224__hub.json")).unwrap(),
@@ -168,6 +169,13 @@ fn a_hub_folder_exports_to_what_onnxruntime_and_torch_jit_run_as_timm() {
     );
     assert!(summary.contains("input: [N, 3, 32, 32]"), "{summary}");
     assert!(summary.contains("resize the shorter side to 35 (bicubic"), "{summary}");
+    // Left to its pretrained_cfg, ResNet-18 evaluates at test_input_size 288, test_crop_pct 1.0.
+    let summary_resnet = ok(&["summary", "--weights", &s(&resnet)]);
+    assert!(
+        summary_resnet.contains("input: [N, 3, 288, 288] (data.eval_image_size 288; data.image_size 224"),
+        "{summary_resnet}"
+    );
+    assert!(summary_resnet.contains("resize the shorter side to 288 (bicubic"), "{summary_resnet}");
     let count = summary.lines().find(|l| l.contains(" parameters (")).unwrap();
     assert!(count.starts_with("deit_tiny_patch16_224 from Hub folder"), "{count}");
 

@@ -62,6 +62,9 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.random_erase",
     "data.interpolation",
     "data.crop_pct",
+    "data.eval_image_size",
+    "data.eval_crop_pct",
+    "data.crop_mode",
     "data.mean",
     "data.std",
     "model.name",
@@ -311,10 +314,28 @@ pub struct DataConfig {
     #[serde(deserialize_with = "optional_word", skip_serializing_if = "Option::is_none")]
     pub interpolation: Option<Interpolation>,
     /// timm's `crop_pct`: the evaluation resize is `floor(image_size / crop_pct)` before the
-    /// centre crop of `image_size`. Unset, a Hub model folder's `pretrained_cfg.crop_pct`
+    /// centre crop of `image_size` (above 1, as timm allows, the crop pads with zeros). Unset, a Hub model folder's `pretrained_cfg.crop_pct`
     /// decides, else torchvision's `image_size * 256 / 224` (the same as 0.875).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crop_pct: Option<f64>,
+    /// timm's `test_input_size`: the side evaluation (validation, test, eval, predict and the
+    /// exported model) uses. Unset, a Hub model folder's `pretrained_cfg.test_input_size`
+    /// decides when `data.image_size` is unset too (timm's `resolve_data_config(...,
+    /// use_test_size=True)`), else `data.image_size` ([`DataConfig::eval_image_size`]). An
+    /// architecture whose parameters depend on the size (a ViT) needs both equal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_image_size: Option<u32>,
+    /// timm's `test_crop_pct`: `crop_pct` at evaluation. Unset, a Hub model folder's
+    /// `pretrained_cfg.test_crop_pct` decides when `data.crop_pct` is unset too, else
+    /// `data.crop_pct`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_crop_pct: Option<f64>,
+    /// timm's evaluation `crop_mode`: `center` (resize the shorter side, then the centre crop;
+    /// torchvision's preset) or `squash` (both sides resized to `floor(size / crop_pct)`, the
+    /// aspect ratio not kept, then the centre crop). Unset, a Hub model folder's
+    /// `pretrained_cfg.crop_mode` decides, else `center`. timm's `border` is not built.
+    #[serde(deserialize_with = "optional_word", skip_serializing_if = "Option::is_none")]
+    pub crop_mode: Option<CropMode>,
     /// The per-channel RGB mean both transforms normalise with. Unset, a Hub model folder's
     /// `pretrained_cfg.mean` decides, else ImageNet's `[0.485, 0.456, 0.406]`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -323,6 +344,27 @@ pub struct DataConfig {
     /// model folder's `pretrained_cfg.std` decides, else ImageNet's `[0.229, 0.224, 0.225]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub std: Option<[f64; 3]>,
+}
+
+/// timm's evaluation crop mode (`data.crop_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CropMode {
+    /// Resize the shorter side, keep the aspect ratio, centre crop.
+    #[default]
+    Center,
+    /// Resize both sides to the same size, then centre crop.
+    Squash,
+}
+
+impl CropMode {
+    /// The vision crate's mode.
+    pub fn mode(self) -> torchlight_vision::CropMode {
+        match self {
+            CropMode::Center => torchlight_vision::CropMode::Center,
+            CropMode::Squash => torchlight_vision::CropMode::Squash,
+        }
+    }
 }
 
 /// How images are resized (`data.interpolation`).
@@ -431,6 +473,9 @@ impl Default for DataConfig {
             random_erase: 0.0,
             interpolation: None,
             crop_pct: None,
+            eval_image_size: None,
+            eval_crop_pct: None,
+            crop_mode: None,
             mean: None,
             std: None,
         }
@@ -454,6 +499,16 @@ impl DataConfig {
     /// when unset.
     pub fn image_size(&self) -> u32 {
         self.image_size.unwrap_or(DEFAULT_IMAGE_SIZE)
+    }
+    /// The evaluation side in effect: [`eval_image_size`](Self::eval_image_size), else
+    /// [`image_size()`](Self::image_size).
+    pub fn eval_image_size(&self) -> u32 {
+        self.eval_image_size.unwrap_or_else(|| self.image_size())
+    }
+    /// The evaluation `crop_pct` in effect: [`eval_crop_pct`](Self::eval_crop_pct), else
+    /// [`crop_pct`](Self::crop_pct) (`None`: torchvision's `size * 256 / 224`).
+    pub fn eval_crop_pct(&self) -> Option<f64> {
+        self.eval_crop_pct.or(self.crop_pct)
     }
     /// The resize sampling in effect: [`interpolation`](Self::interpolation), `bilinear` when unset.
     pub fn interpolation(&self) -> Interpolation {

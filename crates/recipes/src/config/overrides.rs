@@ -90,6 +90,9 @@ fn is_optional(key: &str) -> bool {
         "data.image_size"
             | "data.interpolation"
             | "data.crop_pct"
+            | "data.eval_image_size"
+            | "data.eval_crop_pct"
+            | "data.crop_mode"
             | "data.mean"
             | "data.std"
             | "model.pretrained"
@@ -197,6 +200,9 @@ mod tests {
             c.data.image_size = Some(224);
             c.data.interpolation = Some(crate::config::Interpolation::Bicubic);
             c.data.crop_pct = Some(0.95);
+            c.data.eval_image_size = Some(256);
+            c.data.eval_crop_pct = Some(1.0);
+            c.data.crop_mode = Some(crate::config::CropMode::Squash);
             c.data.mean = Some([0.5; 3]);
             c.data.std = Some([0.5; 3]);
             c.scheduler = s;

@@ -84,15 +84,30 @@ impl TrainConfig {
         if !(d.min_crop_scale > 0.0 && d.min_crop_scale <= 1.0) {
             invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
         }
-        if let Some(p) = d.crop_pct {
-            let size = d.image_size().max(1) as usize;
+        if d.eval_image_size == Some(0) {
+            invalid("data.eval_image_size", 0, "must be at least 1 pixel")?;
+        }
+        if d.eval_image_size() > MAX_IMAGE_SIZE {
+            invalid(
+                "data.eval_image_size",
+                d.eval_image_size(),
+                &format!("must be at most {MAX_IMAGE_SIZE} pixels"),
+            )?;
+        }
+        for (field, pct, size) in [
+            ("data.crop_pct", d.crop_pct, d.image_size()),
+            ("data.eval_crop_pct", d.eval_crop_pct(), d.eval_image_size()),
+        ] {
+            let Some(p) = pct else { continue };
             if let Err(torchlight_vision::VisionError::Config { reason, .. }) =
-                torchlight_vision::EvalPreprocessing::from_crop_pct(size, p)
+                torchlight_vision::EvalPreprocessing::from_crop_pct(size.max(1) as usize, p)
             {
                 invalid(
-                    "data.crop_pct",
+                    field,
                     p,
-                    &format!("must be a positive fraction (timm's are 0.875 to 1): {reason}"),
+                    &format!(
+                        "must be a positive number (timm's are 0.875 to 1; above 1 the crop pads): {reason}"
+                    ),
                 )?;
             }
         }
@@ -569,6 +584,9 @@ impl TrainConfig {
             // Runs saved before it was optional wrote `interpolation = "bilinear"`: still read.
             ("data.interpolation", d.interpolation.is_some_and(|i| i != Interpolation::Bilinear)),
             ("data.crop_pct", d.crop_pct.is_some()),
+            ("data.eval_image_size", d.eval_image_size.is_some()),
+            ("data.eval_crop_pct", d.eval_crop_pct.is_some()),
+            ("data.crop_mode", d.crop_mode.is_some()),
             ("data.mean", d.mean.is_some()),
             ("data.std", d.std.is_some()),
             ("train.mixup_alpha", t.mixup_alpha != 0.0),

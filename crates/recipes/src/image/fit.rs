@@ -62,6 +62,7 @@ fn fit_on(
     let arch = model_architecture(&config)?;
     let spec = torchlight_nn::ModelSpec::new(2, i64::from(config.data.image_size()));
     arch.build(spec, torchlight_nn::LayerOptions::default().skip_init())?;
+    crate::model::check_eval_size(&config)?;
     if let Some(w) = &config.model.pretrained {
         // The OS's own words ("No such file or directory (os error 2)"), not a bare error kind.
         match std::fs::metadata(w) {

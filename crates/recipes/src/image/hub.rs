@@ -68,6 +68,7 @@ pub fn load_hub_model(
     let preprocessing_line = super::apply_pretrained_cfg(&mut config)?;
     config.data.image_size = Some(config.data.image_size());
     config.validate()?;
+    crate::model::check_eval_size(&config)?;
     let num_classes = folder.config.num_classes.map_or(TIMM_DEFAULT_CLASSES, |n| n as usize);
     let classes = match folder.config.pretrained_cfg.as_ref().and_then(|c| c.label_names.clone()) {
         Some(names) if names.len() == num_classes => names,
