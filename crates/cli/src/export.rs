@@ -31,8 +31,9 @@ pub struct Args {
     /// preprocessing is its `pretrained_cfg`'s, as training would resolve it.
     #[arg(long, value_name = "DIR")]
     weights: Option<PathBuf>,
-    /// With --weights: the architecture, which must be the folder's `architecture` (default:
-    /// the folder's).
+    /// With --weights: the architecture, which must be the folder's `architecture` or an alias
+    /// of it (`vit_s_16` for `vit_small_patch16_224`; `train --help` lists them) (default: the
+    /// folder's).
     #[arg(long, requires = "weights")]
     model: Option<String>,
     /// With --weights: a config value as `section.key=value` (repeatable), e.g.

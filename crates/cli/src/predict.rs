@@ -21,10 +21,11 @@ pub struct Args {
     checkpoint: Option<PathBuf>,
     /// A Hugging Face Hub model folder (timm's `config.json` + weights) instead: its model as it
     /// is, head included, with its `pretrained_cfg`'s preprocessing (`--model`, when given,
-    /// must be the folder's architecture).
+    /// must be the folder's architecture or an alias of it).
     #[arg(long, value_name = "DIR")]
     weights: Option<PathBuf>,
-    /// With --weights: the architecture (default: the folder's `architecture`).
+    /// With --weights: the architecture, the folder's `architecture` or an alias of it
+    /// (`train --help` lists them) (default: the folder's `architecture`).
     #[arg(long, requires = "weights")]
     model: Option<String>,
     /// Images to classify; with a text checkpoint, UTF-8 text files (`.txt`), each read whole

@@ -6,7 +6,7 @@ use anyhow::{anyhow, bail, Result};
 use std::path::PathBuf;
 use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::{
-    architecture, architecture_names, count_parameters, freeze_all_but, freeze_batch_norm, summary_table,
+    architecture, architecture_list, count_parameters, freeze_all_but, freeze_batch_norm, summary_table,
     LayerOptions, ModelSpec,
 };
 use torchlight_recipes::text::{build_text_model, TEXT_HEAD};
@@ -18,12 +18,11 @@ use torchlight_recipes::{
 /// Options of `torchlight summary`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Architecture: resnet18 ... resnet152 (timm's resnet18d ...
-    /// resnet152d too), mobilenet_v2, mobilenet_v3_small/large,
-    /// efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small, vit_b_16, vit_s_16
-    /// (default: the config's `model.name`, else resnet18); or a text model: fasttext,
-    /// textcnn, bilstm, transformer (sized by the config's `[text]` section and --vocab-size).
-    #[arg(long, conflicts_with = "checkpoint")]
+    #[arg(long, conflicts_with = "checkpoint", help = crate::model_help(
+        "Architecture",
+        "(default: the config's `model.name`, else resnet18); or a text model: fasttext, textcnn, bilstm, \
+         transformer (sized by the config's `[text]` section and --vocab-size)"
+    ))]
     model: Option<String>,
     /// `image` or `text` (config `train.task`); a text model name implies `text`.
     #[arg(long, value_name = "image|text", conflicts_with = "checkpoint")]
@@ -39,7 +38,7 @@ pub struct Args {
     /// A Hugging Face Hub model folder (timm's `config.json` + weights): what loads from it, the
     /// table, the parameter count, the head's shape and the preprocessing its `pretrained_cfg`
     /// gives (`--set data.KEY=VALUE` wins over it, as in training); `--model`, when given, must
-    /// be the folder's architecture.
+    /// be the folder's architecture or an alias of it.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["num_classes", "image_size", "config", "vocab_size", "task"])]
     weights: Option<PathBuf>,
     /// Classes of the head (1 to 1000000, the bound `model.num_classes` has in training).
@@ -103,7 +102,7 @@ pub fn run(args: Args) -> Result<()> {
         return text_summary(&args, config, card, num_classes);
     }
     let arch = architecture(&name)
-        .ok_or_else(|| anyhow!("unknown model `{name}`; one of {}", architecture_names().join(", ")))?;
+        .ok_or_else(|| anyhow!("unknown model `{name}`; one of {}", architecture_list()))?;
     config.validate()?;
     let image_size = args.image_size.unwrap_or(i64::from(config.data.image_size()));
     let model = arch.build(ModelSpec::new(num_classes, image_size), LayerOptions::default())?;

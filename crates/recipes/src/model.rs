@@ -17,10 +17,7 @@ pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
     architecture(name).ok_or_else(|| RecipeError::InvalidConfig {
         field: "model.name".into(),
         value: name.clone(),
-        reason: format!(
-            "not a known architecture; expected one of {}",
-            torchlight_nn::architecture_names().join(", ")
-        ),
+        reason: format!("not a known architecture; expected one of {}", torchlight_nn::architecture_list()),
     })
 }
 

@@ -213,3 +213,88 @@ fn a_hub_folder_exports_to_what_onnxruntime_and_torch_jit_run_as_timm() {
     assert!(err.contains("required arguments were not provided"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--model`'s help lists each module once, timm's names as its aliases, and an alias names a
+/// Hub folder's model: `summary --model deit_small_patch16_224` loads a `vit_small_patch16_224`
+/// folder (ViT-S/16 at 32 px: the DeiT-Ti case's keys at ViT-S widths, 384/1152/1536, formula
+/// weights) strictly, while another module's name (`vit_tiny_patch16_224`) is refused naming
+/// both; `train --model vit_tiny_patch16_224` fine-tunes from a `deit_tiny_patch16_224` folder
+/// with a new head.
+#[test]
+fn model_help_shows_aliases_and_an_alias_loads_the_hub_folder_of_its_module() {
+    for command in ["train", "summary"] {
+        let help = ok(&[command, "--help"]);
+        let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for listed in [
+            "vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224)",
+            "vit_b_16 (alias vit_base_patch16_224, deit_base_patch16_224)",
+            "vit_tiny_patch16_224 (alias deit_tiny_patch16_224)",
+            "resnet18d",
+            "convnext_small",
+        ] {
+            assert!(flat.contains(listed), "{command} --help: {listed} in\n{help}");
+        }
+        assert_eq!(
+            flat.matches("deit_small_patch16_224").count(),
+            1,
+            "{command} --help lists it once: {help}"
+        );
+    }
+
+    let dir = temp("hub_alias");
+    let mut small = case("deit_tiny_patch16_224");
+    small["name"] = "vit_small_patch16_224".into();
+    let widen = |d: &Value| match d.as_i64().unwrap() {
+        192 => 384,
+        576 => 1152,
+        768 => 1536,
+        d => d,
+    };
+    for key in small["keys"].as_array_mut().unwrap() {
+        let shape: Vec<i64> = key[1].as_array().unwrap().iter().map(widen).collect();
+        key[1] = serde_json::json!(shape);
+    }
+    let vit_s = hub_folder(&dir, &small, |c| {
+        c["architecture"] = "vit_small_patch16_224".into();
+        c["num_features"] = 384.into();
+    });
+    let printed = ok(&["summary", "--model", "deit_small_patch16_224", "--weights", &s(&vit_s)]);
+    assert!(printed.contains("every tensor loaded"), "{printed}");
+    assert!(printed.contains("head: heads.head.weight [10, 384]"), "{printed}");
+    let count = printed.lines().find(|l| l.contains(" parameters (")).unwrap();
+    assert!(count.starts_with("deit_small_patch16_224 from Hub folder"), "{count}");
+    let err = fails(&["summary", "--model", "vit_tiny_patch16_224", "--weights", &s(&vit_s)]);
+    assert!(err.contains("vit_small_patch16_224") && err.contains("vit_tiny_patch16_224"), "{err}");
+
+    // Fine-tuning through train: the folder's head (timm's `head`, 10 classes) replaced by one
+    // for the data's 3 classes.
+    let deit = hub_folder(&dir, &case("deit_tiny_patch16_224"), |_| {});
+    ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "4"]);
+    let runs = dir.join("runs");
+    let args = [
+        "train",
+        "--data",
+        &s(&dir.join("data/target")),
+        "--model",
+        "vit_tiny_patch16_224",
+        "--weights",
+        &s(&deit),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "4",
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+        "--out",
+        &s(&runs),
+    ];
+    ok(&args);
+    let saved = std::fs::read_to_string(runs.join("exp_001/config.toml")).unwrap();
+    assert!(
+        saved.contains("name = \"vit_tiny_patch16_224\"") && saved.contains("image_size = 32"),
+        "{saved}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -533,7 +533,8 @@ impl DataConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
     /// Architecture, a name of the registry (`torchlight_nn::architecture_names()`: the ResNet
-    /// family with timm's `d` variants, MobileNetV2/V3, EfficientNet, ConvNeXt, ViT and any registered by the program).
+    /// family with timm's `d` variants, MobileNetV2/V3, EfficientNet, ConvNeXt, ViT and any registered by the program;
+    /// timm's ViT/DeiT names are aliases of the same modules, `torchlight_nn::ARCHITECTURE_ALIASES`).
     /// Default `resnet18`.
     pub name: String,
     /// Starting weights: a torchvision `.pth`, a safetensors file, a PyTorch Lightning `.ckpt`

@@ -128,7 +128,7 @@ impl TrainConfig {
             invalid(
                 "model.name",
                 &m.name,
-                &format!("unknown model; expected one of {}", torchlight_nn::architecture_names().join(", ")),
+                &format!("unknown model; expected one of {}", torchlight_nn::architecture_list()),
             )?;
         }
         if let Some(n) = m.num_classes {

@@ -360,7 +360,9 @@ fn check_hub_folder(config: &TrainConfig, dir: &std::path::Path) -> Result<()> {
             reason: format!("the weights folder holds a timm model (its config.json's `architecture`): {e}"),
         });
     }
-    if folder.config.architecture != config.model.name {
+    if torchlight_nn::canonical_architecture(&folder.config.architecture)
+        != torchlight_nn::canonical_architecture(&config.model.name)
+    {
         return Err(RecipeError::InvalidConfig {
             field: "model.name".into(),
             value: config.model.name.clone(),

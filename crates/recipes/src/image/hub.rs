@@ -10,8 +10,8 @@ use crate::model::{check_finite, model_architecture, model_spec};
 use std::path::Path;
 use tch::{Device, Kind};
 use torchlight_nn::{
-    check_timm_architecture, load_weights, read_hub_folder, to_device, HubFolder, LayerOptions, LoadOptions,
-    Module,
+    canonical_architecture, check_timm_architecture, load_weights, read_hub_folder, to_device, HubFolder,
+    LayerOptions, LoadOptions, Module,
 };
 
 /// timm's default head (`num_classes` of a `config.json` that does not say).
@@ -34,7 +34,8 @@ pub struct HubModel {
 
 /// Loads the Hub folder `dir` as a classifier under `config` (any `[data]` key it sets wins
 /// over the folder's `pretrained_cfg`, as in training); `name`, when given, must be the
-/// folder's `architecture`, which is `model.name`. The weights load strictly, head included: the class
+/// folder's `architecture` or an alias of it ([`torchlight_nn::ARCHITECTURE_ALIASES`]), and is
+/// `model.name` (else the folder's `architecture` is). The weights load strictly, head included: the class
 /// count is the folder's `num_classes` (timm's 1000 when unset).
 ///
 /// # Errors
@@ -52,7 +53,7 @@ pub fn load_hub_model(
     let arch_name = folder.config.architecture.clone();
     check_timm_architecture(&arch_name)?;
     match name {
-        Some(name) if name != arch_name => {
+        Some(name) if canonical_architecture(name) != canonical_architecture(&arch_name) => {
             return Err(RecipeError::InvalidConfig {
                 field: "model.name".into(),
                 value: name.to_string(),
@@ -62,7 +63,8 @@ pub fn load_hub_model(
                 ),
             })
         }
-        _ => config.model.name = arch_name.clone(),
+        // An alias given (`vit_s_16` for a `vit_small_patch16_224` folder) names the model.
+        given => config.model.name = given.unwrap_or(&arch_name).to_string(),
     }
     config.model.pretrained = Some(dir.to_path_buf());
     let preprocessing_line = super::apply_pretrained_cfg(&mut config)?;
