@@ -333,7 +333,7 @@ impl EndToEnd {
         }
         let mut config = torchlight_recipes::TrainConfig::default();
         config.data.root = root;
-        config.data.image_size = 32;
+        config.data.image_size = Some(32);
         config.data.workers = 2;
         config.model.name = "resnet18".into();
         config.train.epochs = E2E_EPOCHS;

@@ -90,7 +90,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     bar.finish_and_clear();
     let sheet = args.out.join("contact_sheet.png");
-    save_png(&contact_sheet(&items, config.data.image_size as usize), &sheet)?;
+    save_png(&contact_sheet(&items, config.data.image_size() as usize), &sheet)?;
     let source = match draws {
         Draws::Loader => {
             format!("the training loader's draws (train.seed {}); view k is epoch k+1", config.train.seed)

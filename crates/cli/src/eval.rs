@@ -132,7 +132,7 @@ pub fn run(args: Args) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(());
     }
-    outln!("checkpoint {}", loaded.from)?;
+    outln!("{}", loaded.from)?;
     outln!("{}: {} {unit}", dir.display(), m.count)?;
     outln!("accuracy {:.4}   top{} {:.4}   loss {:.4}", m.top1, m.k, m.topk, m.loss)?;
     let width = classes.iter().map(String::len).max().unwrap_or(5).max(5);

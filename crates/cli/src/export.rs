@@ -1,6 +1,6 @@
 //! `torchlight export`.
 
-use crate::loaded::load;
+use crate::loaded::{load, load_hub};
 use crate::outln;
 use anyhow::Result;
 use std::path::PathBuf;
@@ -24,8 +24,22 @@ enum Format {
 pub struct Args {
     /// A checkpoint folder, or a run folder (its best checkpoint is used, `best_ema` when the run
     /// selected its EMA weights).
-    #[arg(long)]
-    checkpoint: PathBuf,
+    #[arg(long, required_unless_present = "weights", conflicts_with = "weights")]
+    checkpoint: Option<PathBuf>,
+    /// A Hugging Face Hub model folder (timm's `config.json` + `model.safetensors` or
+    /// `pytorch_model.bin`) to export as it is, head included, with no training run: the
+    /// preprocessing is its `pretrained_cfg`'s, as training would resolve it.
+    #[arg(long, value_name = "DIR")]
+    weights: Option<PathBuf>,
+    /// With --weights: the architecture, which must be the folder's `architecture` or an alias
+    /// of it (`vit_s_16` for `vit_small_patch16_224`; `train --help` lists them) (default: the
+    /// folder's).
+    #[arg(long, requires = "weights")]
+    model: Option<String>,
+    /// With --weights: a config value as `section.key=value` (repeatable), e.g.
+    /// `--set data.crop_pct=1.0`; it wins over the folder's `pretrained_cfg`.
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "weights")]
+    set: Vec<String>,
     /// What to write: `onnx`, `torchscript`, or `safetensors` (the weights alone).
     #[arg(long, value_enum)]
     format: Format,
@@ -38,14 +52,19 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let loaded = load(&args.checkpoint, Device::Cpu)?;
+    let loaded = match (&args.checkpoint, &args.weights) {
+        (Some(checkpoint), _) => load(checkpoint, Device::Cpu)?,
+        (None, Some(dir)) => load_hub(args.model.as_deref(), dir, &args.set, Device::Cpu)?,
+        (None, None) => anyhow::bail!("--checkpoint RUN or --weights HUB_FOLDER: what to export"),
+    };
     if loaded.tokenizer.is_some() && !matches!(args.format, Format::Safetensors) {
         export_text(&loaded, args.format, &args.out)?;
-        outln!("wrote {} from checkpoint {}", args.out.display(), loaded.from)?;
+        outln!("wrote {} from {}", args.out.display(), loaded.from)?;
         return Ok(());
     }
     let data = &loaded.card.config.data;
-    let size = data.image_size;
+    // The side evaluation uses (timm's test_input_size when the weights came with one).
+    let size = data.eval_image_size();
     let classes = &loaded.card.classes;
     // What evaluation applied: the same description the recipe builds its transform from.
     let recipe = eval_preprocessing(&loaded.card.config);
@@ -76,11 +95,15 @@ pub fn run(args: Args) -> Result<()> {
             std::fs::write(&path, serde_json::to_string_pretty(&sidecar)?)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         }
+        // A Hub folder's weights under Torchlight's keys (timm's ViT/ConvNeXt keys mapped).
+        Format::Safetensors if loaded.from.hub.is_some() => {
+            torchlight_nn::save_safetensors(loaded.model.as_ref(), &args.out)?;
+        }
         Format::Safetensors => {
             torchlight_checkpoint::export_weights(&loaded.from.dir, &args.out)?;
         }
     }
-    outln!("wrote {} from checkpoint {}", args.out.display(), loaded.from)?;
+    outln!("wrote {} from {}", args.out.display(), loaded.from)?;
     Ok(())
 }
 

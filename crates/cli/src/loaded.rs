@@ -20,9 +20,11 @@ pub struct Loaded {
 }
 
 /// Which checkpoint a command loaded: eval, predict and export say it (and put it in `--json`),
-/// since a run folder serves `best` or `best_ema`.
+/// since a run folder serves `best` or `best_ema`; or the Hub model folder (`--weights`).
 pub struct LoadedFrom {
     pub dir: PathBuf,
+    /// The timm architecture, when `dir` is a Hub model folder rather than a checkpoint.
+    pub hub: Option<String>,
     /// Epochs completed when it was saved.
     pub epoch: u64,
     /// The metric it was saved for (`val_acc` of `best`), if any.
@@ -31,6 +33,9 @@ pub struct LoadedFrom {
 
 impl LoadedFrom {
     pub fn to_json(&self) -> serde_json::Value {
+        if let Some(arch) = &self.hub {
+            return serde_json::json!({ "path": self.dir, "hub_architecture": arch });
+        }
         serde_json::json!({
             "path": self.dir,
             "epoch": self.epoch,
@@ -41,7 +46,10 @@ impl LoadedFrom {
 
 impl std::fmt::Display for LoadedFrom {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (epoch {}", self.dir.display(), self.epoch)?;
+        if let Some(arch) = &self.hub {
+            return write!(f, "Hub folder {} ({arch})", self.dir.display());
+        }
+        write!(f, "checkpoint {} (epoch {}", self.dir.display(), self.epoch)?;
         if let Some(m) = &self.metric {
             write!(f, ", {} {:.4}", m.name, m.value)?;
         }
@@ -94,8 +102,33 @@ pub fn load(path: &Path, device: Device) -> Result<Loaded> {
     checkpoint.restore_model(model.as_ref()).with_context(|| format!("loading {}", dir.display()))?;
     let from = LoadedFrom {
         dir: checkpoint.dir.clone(),
+        hub: None,
         epoch: checkpoint.meta.progress.epoch,
         metric: checkpoint.meta.metric.clone(),
     };
     Ok(Loaded { model, card, tokenizer, from })
+}
+
+/// The model of a Hub model folder (`--weights DIR`, `--model` optional: the folder's
+/// `config.json` names it), every weight loaded, with the preprocessing its `pretrained_cfg`
+/// gives (the `--set` keys winning, as in training), as a [`Loaded`] like a checkpoint's.
+pub fn load_hub(model: Option<&str>, dir: &Path, sets: &[String], device: Device) -> Result<Loaded> {
+    let mut config = torchlight_recipes::TrainConfig::default();
+    for pair in sets {
+        let Some((key, value)) = pair.split_once('=') else {
+            anyhow::bail!("--set {pair}: expected KEY=VALUE, e.g. --set data.crop_pct=0.9");
+        };
+        config.set(key.trim(), value.trim())?;
+    }
+    let hub = torchlight_recipes::image::load_hub_model(config, model, dir, device)?;
+    if let Some(line) = &hub.preprocessing_line {
+        eprintln!("{line}");
+    }
+    let from = LoadedFrom {
+        dir: dir.to_path_buf(),
+        hub: Some(hub.folder.config.architecture.clone()),
+        epoch: 0,
+        metric: None,
+    };
+    Ok(Loaded { model: hub.model, card: hub.card, tokenizer: None, from })
 }

@@ -56,6 +56,12 @@ enum Command {
     Setup(setup::Args),
 }
 
+/// `--model`'s help: `before`, every registered architecture once with its aliases as aliases
+/// (`vit_s_16 (alias vit_small_patch16_224, ...)`, the same module under timm's name), `after`.
+fn model_help(before: &str, after: &str) -> String {
+    format!("{before}: {} {after}", torchlight_nn::architecture_list())
+}
+
 /// `torchlight --version`'s text: the version, then the JPEG decoder in use (which decides
 /// whether JPEGs decode exactly as PIL does) and whether `train --nproc` is built in.
 fn long_version() -> &'static str {

@@ -17,8 +17,17 @@ use torchlight_vision::{decode_file_with, DecodeOptions, Sample, Transform, DEFA
 pub struct Args {
     /// A checkpoint or run folder, or a TorchScript file from `torchlight export` (with its
     /// `.json` sidecar naming the classes and input size).
-    #[arg(long)]
-    checkpoint: PathBuf,
+    #[arg(long, required_unless_present = "weights", conflicts_with = "weights")]
+    checkpoint: Option<PathBuf>,
+    /// A Hugging Face Hub model folder (timm's `config.json` + weights) instead: its model as it
+    /// is, head included, with its `pretrained_cfg`'s preprocessing (`--model`, when given,
+    /// must be the folder's architecture or an alias of it).
+    #[arg(long, value_name = "DIR")]
+    weights: Option<PathBuf>,
+    /// With --weights: the architecture, the folder's `architecture` or an alias of it
+    /// (`train --help` lists them) (default: the folder's `architecture`).
+    #[arg(long, requires = "weights")]
+    model: Option<String>,
     /// Images to classify; with a text checkpoint, UTF-8 text files (`.txt`), each read whole
     /// as one document. Each is reported on its own; the exit status is non-zero if any
     /// could not be classified.
@@ -46,6 +55,13 @@ pub struct Args {
     json: bool,
 }
 
+impl Args {
+    /// The checkpoint, run folder, TorchScript file or Hub folder given.
+    fn path(&self) -> &Path {
+        self.checkpoint.as_deref().or(self.weights.as_deref()).unwrap_or(Path::new(""))
+    }
+}
+
 enum Runner {
     Native(Box<crate::loaded::Loaded>),
     Script(tch::CModule),
@@ -60,19 +76,19 @@ pub fn run(args: Args) -> Result<()> {
     }
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
     // A file is an exported TorchScript module; a folder is a checkpoint or run folder.
-    if args.checkpoint.is_file() && !args.text.is_empty() {
+    if args.path().is_file() && !args.text.is_empty() {
         bail!(
             "--text needs a text checkpoint or run folder; {} is an exported file, which classifies images here",
-            args.checkpoint.display()
+            args.path().display()
         );
     }
-    let (runner, classes, preprocessing, run_limit, exif, source) = if args.checkpoint.is_file() {
-        let mut module = load_torchscript(&args.checkpoint)?;
-        let sidecar = Sidecar::of(&args.checkpoint)?;
+    let (runner, classes, preprocessing, run_limit, exif, source) = if args.path().is_file() {
+        let mut module = load_torchscript(args.path())?;
+        let sidecar = Sidecar::of(args.path())?;
         module.to(device, Kind::Float, false);
-        check_outputs(&module, &sidecar, &args.checkpoint, device)?;
+        check_outputs(&module, &sidecar, args.path(), device)?;
         let exif = sidecar.exif_transpose.unwrap_or(true);
-        let source = serde_json::json!({ "path": args.checkpoint });
+        let source = serde_json::json!({ "path": args.path() });
         (
             Runner::Script(module),
             sidecar.classes,
@@ -82,7 +98,10 @@ pub fn run(args: Args) -> Result<()> {
             source,
         )
     } else {
-        let loaded = load(&args.checkpoint, device)?;
+        let loaded = match &args.weights {
+            Some(dir) => crate::loaded::load_hub(args.model.as_deref(), dir, &[], device)?,
+            None => load(args.path(), device)?,
+        };
         if loaded.tokenizer.is_some() {
             return run_text(&args, loaded, device);
         }
@@ -100,13 +119,13 @@ pub fn run(args: Args) -> Result<()> {
         let exif = config.data.exif_transpose;
         if !args.json {
             // On stderr: standard output keeps one line per image.
-            eprintln!("checkpoint {}", loaded.from);
+            eprintln!("{}", loaded.from);
         }
         let source = loaded.from.to_json();
         (Runner::Native(Box::new(loaded)), classes, preprocessing, Some(limit), exif, source)
     };
     if classes.is_empty() {
-        bail!("{}: the model has no class names", args.checkpoint.display());
+        bail!("{}: the model has no class names", args.path().display());
     }
     let limit = args.max_image_pixels.or(run_limit).unwrap_or(DEFAULT_MAX_IMAGE_PIXELS);
     let decode =
@@ -120,7 +139,7 @@ pub fn run(args: Args) -> Result<()> {
             match &runner {
                 Runner::Native(l) => l.model.forward_t(&x, false),
                 Runner::Script(m) => {
-                    m.forward_ts(&[x]).map_err(|e| anyhow!("{}: {e}", args.checkpoint.display()))?
+                    m.forward_ts(&[x]).map_err(|e| anyhow!("{}: {e}", args.path().display()))?
                 }
             }
         };
@@ -200,10 +219,10 @@ fn run_text(args: &Args, loaded: crate::loaded::Loaded, device: Device) -> Resul
     let classes = &loaded.card.classes;
     let max_len = loaded.card.config.text.max_len;
     if classes.is_empty() {
-        bail!("{}: the model has no class names", args.checkpoint.display());
+        bail!("{}: the model has no class names", args.path().display());
     }
     if !args.json {
-        eprintln!("checkpoint {}", loaded.from);
+        eprintln!("{}", loaded.from);
     }
     let source = loaded.from.to_json();
     let k = args.top_k.clamp(1, classes.len()) as i64;

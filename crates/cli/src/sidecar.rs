@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use torchlight_recipes::{MAX_CLASSES, MAX_IMAGE_SIZE};
-use torchlight_vision::{EvalPreprocessing, InterpolationMode};
+use torchlight_vision::{CropMode, EvalPreprocessing, InterpolationMode};
 
 /// The largest `resize_shorter_side`: twice the largest input side (timm's `crop_pct` resizes
 /// above the crop; a shorter side of 16K pixels is already a 768 MiB RGB image when square).
@@ -63,7 +63,31 @@ impl Sidecar {
             .ok_or_else(|| f.bad("image_size", "missing (the side of the model's square input)"))?
             as usize;
         let default = EvalPreprocessing::classification(image_size);
-        let resize = f.positive("resize_shorter_side", MAX_RESIZE)?.map_or(default.resize, |v| v as usize);
+        let crop_mode = match f.word("crop_mode")? {
+            None | Some("center") => CropMode::Center,
+            Some("squash") => CropMode::Squash,
+            Some(other) => {
+                return Err(
+                    f.bad("crop_mode", &format!("\"{other}\" is not supported (\"center\" or \"squash\")"))
+                )
+            }
+        };
+        let resize = match crop_mode {
+            CropMode::Center => {
+                f.positive("resize_shorter_side", MAX_RESIZE)?.map_or(default.resize, |v| v as usize)
+            }
+            // Both sides to one size: `resize_size` is `[s, s]`.
+            CropMode::Squash => {
+                let want = "a list [s, s] of two equal positive whole numbers (crop_mode \"squash\")";
+                let value = fields
+                    .get("resize_size")
+                    .ok_or_else(|| f.bad("resize_size", &format!("missing: {want}")))?;
+                match value.as_array().map(|a| a.iter().map(Value::as_u64).collect::<Vec<_>>()).as_deref() {
+                    Some([Some(h), Some(w)]) if h == w && *h > 0 && *h <= MAX_RESIZE => *h as usize,
+                    _ => return Err(f.bad("resize_size", &format!("{value} is not {want}"))),
+                }
+            }
+        };
         let interpolation = match f.word("resize_interpolation")? {
             None => default.interpolation,
             Some(mode) => InterpolationMode::from_name(mode).ok_or_else(|| {
@@ -109,7 +133,7 @@ impl Sidecar {
                 v.as_bool().ok_or_else(|| f.bad("exif_transpose", &format!("{v} is not true or false")))?,
             ),
         };
-        let preprocessing = EvalPreprocessing { resize, interpolation, mean, std, ..default };
+        let preprocessing = EvalPreprocessing { resize, interpolation, mean, std, crop_mode, ..default };
         Ok(Sidecar { path: path.to_path_buf(), classes, preprocessing, max_image_pixels, exif_transpose })
     }
 
@@ -228,6 +252,16 @@ mod tests {
         };
         assert_eq!(s.preprocessing, want);
         assert_eq!((s.max_image_pixels, s.exif_transpose), (Some(9), Some(false)));
+        // timm's squash crop, as export writes it.
+        let squash = EvalPreprocessing { crop_mode: CropMode::Squash, ..want };
+        let mut json = serde_json::json!({"classes": ["a"], "image_size": 32});
+        for (key, value) in squash.metadata() {
+            json[&key] = serde_json::from_str(&value).unwrap_or(Value::String(value));
+        }
+        assert_eq!(parse(&json.to_string()).unwrap().preprocessing, squash);
+        json["resize_size"] = serde_json::json!([40, 41]);
+        let e = parse(&json.to_string()).unwrap_err().to_string();
+        assert!(e.contains("`resize_size`: [40,41] is not"), "{e}");
     }
 
     #[test]

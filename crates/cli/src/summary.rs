@@ -6,7 +6,7 @@ use anyhow::{anyhow, bail, Result};
 use std::path::PathBuf;
 use torchlight_checkpoint::Checkpoint;
 use torchlight_nn::{
-    architecture, architecture_names, count_parameters, freeze_all_but, freeze_batch_norm, summary_table,
+    architecture, architecture_list, count_parameters, freeze_all_but, freeze_batch_norm, summary_table,
     LayerOptions, ModelSpec,
 };
 use torchlight_recipes::text::{build_text_model, TEXT_HEAD};
@@ -18,12 +18,11 @@ use torchlight_recipes::{
 /// Options of `torchlight summary`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Architecture: resnet18 ... resnet152 (timm's resnet18d ...
-    /// resnet152d too), mobilenet_v2, mobilenet_v3_small/large,
-    /// efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small, vit_b_16, vit_s_16
-    /// (default: the config's `model.name`, else resnet18); or a text model: fasttext,
-    /// textcnn, bilstm, transformer (sized by the config's `[text]` section and --vocab-size).
-    #[arg(long, conflicts_with = "checkpoint")]
+    #[arg(long, conflicts_with = "checkpoint", help = crate::model_help(
+        "Architecture",
+        "(default: the config's `model.name`, else resnet18); or a text model: fasttext, textcnn, bilstm, \
+         transformer (sized by the config's `[text]` section and --vocab-size)"
+    ))]
     model: Option<String>,
     /// `image` or `text` (config `train.task`); a text model name implies `text`.
     #[arg(long, value_name = "image|text", conflicts_with = "checkpoint")]
@@ -34,8 +33,14 @@ pub struct Args {
     vocab_size: Option<i64>,
     /// The model of a checkpoint or run folder instead: its architecture, classes, config and,
     /// for a text model, the vocabulary of the tokenizer it carries.
-    #[arg(long, conflicts_with_all = ["num_classes", "image_size", "config", "vocab_size"])]
+    #[arg(long, conflicts_with_all = ["num_classes", "image_size", "config", "vocab_size", "weights"])]
     checkpoint: Option<PathBuf>,
+    /// A Hugging Face Hub model folder (timm's `config.json` + weights): what loads from it, the
+    /// table, the parameter count, the head's shape and the preprocessing its `pretrained_cfg`
+    /// gives (`--set data.KEY=VALUE` wins over it, as in training); `--model`, when given, must
+    /// be the folder's architecture or an alias of it.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["num_classes", "image_size", "config", "vocab_size", "task"])]
+    weights: Option<PathBuf>,
     /// Classes of the head (1 to 1000000, the bound `model.num_classes` has in training).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=MAX_CLASSES as i64))]
     num_classes: i64,
@@ -56,6 +61,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(dir) = &args.weights {
+        return hub_summary(&args, dir);
+    }
     let mut config = match &args.config {
         Some(path) => TrainConfig::from_toml_file(path)?,
         None => TrainConfig::default(),
@@ -94,9 +102,9 @@ pub fn run(args: Args) -> Result<()> {
         return text_summary(&args, config, card, num_classes);
     }
     let arch = architecture(&name)
-        .ok_or_else(|| anyhow!("unknown model `{name}`; one of {}", architecture_names().join(", ")))?;
+        .ok_or_else(|| anyhow!("unknown model `{name}`; one of {}", architecture_list()))?;
     config.validate()?;
-    let image_size = args.image_size.unwrap_or(i64::from(config.data.image_size));
+    let image_size = args.image_size.unwrap_or(i64::from(config.data.image_size()));
     let model = arch.build(ModelSpec::new(num_classes, image_size), LayerOptions::default())?;
     let mut model = model;
     if args.frozen_backbone {
@@ -147,5 +155,45 @@ fn text_summary(args: &Args, config: TrainConfig, card: Option<ModelCard>, num_c
     for (i, g) in groups.iter().enumerate() {
         outln!("  {i}: {g}")?;
     }
+    Ok(())
+}
+
+/// The summary of a Hub folder's model as it loaded: the table, the count, the head and the
+/// evaluation preprocessing an export would carry.
+fn hub_summary(args: &Args, dir: &std::path::Path) -> Result<()> {
+    let loaded = crate::loaded::load_hub(args.model.as_deref(), dir, &args.set, tch::Device::Cpu)?;
+    let (model, card) = (loaded.model.as_ref(), &loaded.card);
+    let name = &card.config.model.name;
+    let arch = architecture(name).ok_or_else(|| anyhow!("unknown model `{name}`"))?;
+    if args.frozen_backbone {
+        freeze_all_but(model, arch.head());
+    }
+    outln!("{}", summary_table(model).trim_end_matches('\n'))?;
+    let count = count_parameters(model);
+    outln!(
+        "{} from {}: {} parameters ({} trainable), every tensor loaded",
+        name,
+        loaded.from,
+        count.total,
+        count.trainable
+    )?;
+    let head: Vec<String> = torchlight_nn::state_dict(model)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with(arch.head()))
+        .map(|(k, t)| format!("{k} {:?}", t.size()))
+        .collect();
+    let classes = &card.classes;
+    let shown: Vec<&str> = classes.iter().take(5).map(String::as_str).collect();
+    let more = if classes.len() > 5 { ", ..." } else { "" };
+    outln!("head: {} ({} classes: {}{more})", head.join(", "), classes.len(), shown.join(", "))?;
+    let recipe = torchlight_recipes::image::eval_preprocessing(&card.config);
+    let meta: std::collections::HashMap<String, String> = recipe.metadata().into_iter().collect();
+    let d = &card.config.data;
+    outln!(
+        "input: [N, 3, {0}, {0}] (data.eval_image_size {0}; data.image_size {1} for fine-tuning)",
+        d.eval_image_size(),
+        d.image_size()
+    )?;
+    outln!("preprocessing: {}", meta["preprocessing"])?;
     Ok(())
 }

@@ -21,12 +21,10 @@ pub struct Args {
     /// A TOML config file with every hyperparameter.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Architecture (config `model.name`): resnet18 ... resnet152 (timm's resnet18d ...
-    /// resnet152d too), mobilenet_v2,
-    /// mobilenet_v3_small/large, efficientnet_b0 ... b3, efficientnet_v2_s, convnext_tiny/small,
-    /// vit_b_16, vit_s_16 (`torchlight summary --model NAME` shows one); with `--task text`:
-    /// fasttext, textcnn, bilstm, transformer.
-    #[arg(long)]
+    #[arg(long, help = crate::model_help(
+        "Architecture (config `model.name`)",
+        "(`torchlight summary --model NAME` shows one); with `--task text`: fasttext, textcnn, bilstm, transformer"
+    ))]
     model: Option<String>,
     /// Starting weights: a torchvision `.pth`, `.safetensors`, a PyTorch Lightning `.ckpt` or a
     /// DDP-saved file (`module.` / `model.` prefixes are stripped), or a timm Hub model folder

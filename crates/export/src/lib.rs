@@ -28,5 +28,5 @@ pub use onnx::{
     export_onnx, export_text_onnx, onnx_attr, onnx_model, register_onnx_rule, text_onnx_model, OnnxExport,
     OnnxGraph, OnnxOptions, OnnxValue, TextOnnxOptions, OPSET,
 };
-pub use torchlight_vision::{EvalPreprocessing, InterpolationMode};
+pub use torchlight_vision::{CropMode, EvalPreprocessing, InterpolationMode};
 pub use torchscript::{export_torchscript, export_torchscript_inputs, load_torchscript};

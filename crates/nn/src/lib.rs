@@ -150,7 +150,8 @@ pub use positional::LearnedPositionalEmbedding;
 pub use pth::{read_pth, read_pth_checkpoint, STATE_DICT_ENTRIES};
 pub use pth_write::{save_pth, write_pth};
 pub use registry::{
-    architecture, architecture_names, register_architecture, Architecture, BuildFn, ClassifierFn, ModelSpec,
+    architecture, architecture_list, architecture_names, canonical_architecture, register_architecture,
+    Architecture, BuildFn, ClassifierFn, ModelSpec, ARCHITECTURE_ALIASES,
 };
 pub use resnet::{
     resnet101, resnet101_on, resnet101d, resnet101d_on, resnet152, resnet152_on, resnet152d, resnet152d_on,

@@ -250,6 +250,43 @@ pub fn architecture_names() -> Vec<&'static str> {
     names
 }
 
+/// Registry names that build the same module as another (timm's and torchvision's names for one
+/// architecture), as `(alias, name)`: a config, a checkpoint or a Hub folder may use either,
+/// and `--model`'s help lists the name with its aliases ([`architecture_list`]).
+pub const ARCHITECTURE_ALIASES: &[(&str, &str)] = &[
+    ("vit_small_patch16_224", "vit_s_16"),
+    ("deit_small_patch16_224", "vit_s_16"),
+    ("vit_base_patch16_224", "vit_b_16"),
+    ("deit_base_patch16_224", "vit_b_16"),
+    ("deit_tiny_patch16_224", "vit_tiny_patch16_224"),
+];
+
+/// The name `name` is an alias of ([`ARCHITECTURE_ALIASES`]), else `name` itself: two names
+/// build the same module exactly when their canonical names are equal.
+pub fn canonical_architecture(name: &str) -> &str {
+    ARCHITECTURE_ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, to)| to)
+}
+
+/// Every architecture once, in registry order, each with its aliases in parentheses
+/// (`vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224)`), comma-separated: the
+/// text `--model`'s help shows.
+pub fn architecture_list() -> String {
+    architecture_names()
+        .into_iter()
+        .filter(|n| canonical_architecture(n) == *n)
+        .map(|name| {
+            let aliases: Vec<&str> =
+                ARCHITECTURE_ALIASES.iter().filter(|(_, to)| *to == name).map(|(alias, _)| *alias).collect();
+            if aliases.is_empty() {
+                name.to_string()
+            } else {
+                format!("{name} (alias {})", aliases.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +333,41 @@ mod tests {
             let logits = classifier.logits_t(&classifier.features_t(&x, false), false);
             assert!(logits.equal(&model.forward_t(&x, false)), "{name}: head(features) is its forward");
             assert_eq!(logits.size(), [2, 4], "{name}");
+        }
+    }
+
+    /// Each alias builds the module its name does: the same type and `state_dict` keys and
+    /// shapes (at 32 pixels), and the list shows every name once, aliases only in parentheses.
+    #[test]
+    fn aliases_build_the_same_module_and_are_listed_as_aliases() {
+        for (alias, name) in ARCHITECTURE_ALIASES {
+            let build = |n: &str| {
+                architecture(n)
+                    .unwrap()
+                    .build(ModelSpec::new(3, 32), LayerOptions::default().skip_init())
+                    .unwrap()
+            };
+            let (a, b) = (build(alias), build(name));
+            assert_eq!(a.kind(), b.kind(), "{alias}");
+            let shapes = |m: &dyn Module| -> Vec<(String, Vec<i64>)> {
+                crate::module::state_dict(m).into_iter().map(|(k, t)| (k, t.size())).collect()
+            };
+            assert_eq!(shapes(a.as_ref()), shapes(b.as_ref()), "{alias} vs {name}");
+            assert_eq!(architecture(alias).unwrap().head(), architecture(name).unwrap().head());
+            assert_eq!(canonical_architecture(alias), *name);
+        }
+        let list = architecture_list();
+        assert!(list.contains("vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224)"), "{list}");
+        assert!(list.contains("vit_tiny_patch16_224 (alias deit_tiny_patch16_224)"), "{list}");
+        for name in architecture_names() {
+            assert_eq!(
+                list.matches(&format!("{name},")).count()
+                    + list.matches(&format!("{name})")).count()
+                    + usize::from(list.ends_with(name))
+                    + list.matches(&format!("{name} (")).count(),
+                1,
+                "{name} once in {list}"
+            );
         }
     }
 }

@@ -96,16 +96,24 @@ pub const HUB_WEIGHT_FILES: &[&str] = &["model.safetensors", "pytorch_model.bin"
 pub struct PretrainedCfg {
     /// `input_size`: channels, height, width.
     pub input_size: Option<[i64; 3]>,
+    /// `test_input_size`: the evaluation input size, when it differs (timm's `a1` ResNets:
+    /// trained at 224, evaluated at 288).
+    pub test_input_size: Option<[i64; 3]>,
     /// `interpolation`: `bilinear`, `bicubic`, ...
     pub interpolation: Option<String>,
     /// `crop_pct`: the centre crop's share of the resized side.
     pub crop_pct: Option<f64>,
+    /// `test_crop_pct`: the `crop_pct` at `test_input_size`.
+    pub test_crop_pct: Option<f64>,
     /// `crop_mode`: `center`, `squash`, `border`.
     pub crop_mode: Option<String>,
     /// `mean` per channel.
     pub mean: Option<Vec<f64>>,
     /// `std` per channel.
     pub std: Option<Vec<f64>>,
+    /// `label_names`: the class names in index order (timm moves a top-level `label_names`,
+    /// or the older `labels`, here).
+    pub label_names: Option<Vec<String>>,
 }
 
 /// What a Hub model folder's `config.json` says.
@@ -233,6 +241,15 @@ pub fn parse_hub_config(path: &Path, text: &str) -> Result<HubConfig> {
         }
         None => None,
     };
+    // timm's `_parse_model_cfg` moves a top-level `label_names` into `pretrained_cfg`.
+    let pretrained_cfg = match (pretrained_cfg, obj.get("label_names")) {
+        (Some(mut cfg), Some(_)) if cfg.label_names.is_none() && obj.contains_key("pretrained_cfg") => {
+            let names = std::iter::once(("label_names".to_string(), obj["label_names"].clone())).collect();
+            cfg.label_names = parse_pretrained_cfg(path, "", &names)?.label_names;
+            Some(cfg)
+        }
+        (cfg, _) => cfg,
+    };
     Ok(HubConfig { architecture, num_classes, pretrained_cfg })
 }
 
@@ -262,31 +279,51 @@ fn parse_pretrained_cfg(
             })
             .transpose()
     };
-    let input_size = get("input_size")
-        .map(|v| -> Result<[i64; 3]> {
-            let want = "a list of 3 positive integers";
-            let list = v.as_array().filter(|a| a.len() == 3).ok_or_else(|| bad("input_size", want, v))?;
-            let mut out = [0i64; 3];
-            for (o, x) in out.iter_mut().zip(list) {
-                *o = x.as_i64().filter(|n| *n > 0).ok_or_else(|| bad("input_size", want, v))?;
-            }
-            Ok(out)
-        })
-        .transpose()?;
-    let crop_pct = get("crop_pct")
+    let size = |key: &str| {
+        get(key)
+            .map(|v| -> Result<[i64; 3]> {
+                let want = "a list of 3 positive integers";
+                let list = v.as_array().filter(|a| a.len() == 3).ok_or_else(|| bad(key, want, v))?;
+                let mut out = [0i64; 3];
+                for (o, x) in out.iter_mut().zip(list) {
+                    *o = x.as_i64().filter(|n| *n > 0).ok_or_else(|| bad(key, want, v))?;
+                }
+                Ok(out)
+            })
+            .transpose()
+    };
+    // timm allows a crop_pct above 1 (the resize is then smaller than the crop, which pads),
+    // as the recipe's `data.crop_pct` does: any positive number.
+    let pct = |key: &str| {
+        get(key)
+            .map(|v| {
+                v.as_f64()
+                    .filter(|p| *p > 0.0 && p.is_finite())
+                    .ok_or_else(|| bad(key, "a positive number (timm's are 0.875 to 1; above 1 pads)", v))
+            })
+            .transpose()
+    };
+    let label_names = get("label_names")
+        .or_else(|| get("labels"))
         .map(|v| {
-            v.as_f64()
-                .filter(|p| *p > 0.0 && *p <= 1.0)
-                .ok_or_else(|| bad("crop_pct", "a number in (0, 1]", v))
+            let want = "a list of class names";
+            v.as_array()
+                .ok_or_else(|| bad("label_names", want, v))?
+                .iter()
+                .map(|x| x.as_str().map(str::to_string).ok_or_else(|| bad("label_names", want, v)))
+                .collect::<Result<Vec<_>>>()
         })
         .transpose()?;
     Ok(PretrainedCfg {
-        input_size,
+        input_size: size("input_size")?,
+        test_input_size: size("test_input_size")?,
         interpolation: string("interpolation")?,
-        crop_pct,
+        crop_pct: pct("crop_pct")?,
+        test_crop_pct: pct("test_crop_pct")?,
         crop_mode: string("crop_mode")?,
         mean: floats("mean", 3)?,
         std: floats("std", 3)?,
+        label_names,
     })
 }
 
@@ -433,10 +470,14 @@ mod tests {
         let p = Path::new("m/config.json");
         let e = parse_hub_config(p, r#"{"num_classes": 3}"#).unwrap_err().to_string();
         assert!(e.contains("m/config.json") && e.contains("`architecture`"), "{e}");
-        let e = parse_hub_config(p, r#"{"architecture": "resnet18", "pretrained_cfg": {"crop_pct": 2}}"#)
+        let e = parse_hub_config(p, r#"{"architecture": "resnet18", "pretrained_cfg": {"crop_pct": 0}}"#)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("`pretrained_cfg.crop_pct` is 2"), "{e}");
+        assert!(e.contains("`pretrained_cfg.crop_pct` is 0, not a positive number"), "{e}");
+        // Above 1, as timm allows and `data.crop_pct` does.
+        let wide =
+            parse_hub_config(p, r#"{"architecture": "resnet18", "pretrained_cfg": {"crop_pct": 1.15}}"#);
+        assert_eq!(wide.unwrap().pretrained_cfg.unwrap().crop_pct, Some(1.15));
         let flat = parse_hub_config(
             p,
             r#"{"architecture": "resnet18.a1_in1k", "crop_pct": 0.95, "mean": [0.5, 0.5, 0.5]}"#,
@@ -444,5 +485,20 @@ mod tests {
         .unwrap();
         assert_eq!(flat.architecture, "resnet18");
         assert_eq!(flat.pretrained_cfg.unwrap().crop_pct, Some(0.95));
+        // A top-level `label_names` belongs to `pretrained_cfg`, as timm's `_parse_model_cfg` puts it.
+        let named = parse_hub_config(
+            p,
+            r#"{"architecture": "resnet18", "label_names": ["cat", "dog"], "pretrained_cfg": {"test_input_size": [3, 288, 288], "test_crop_pct": 1.0}}"#,
+        )
+        .unwrap()
+        .pretrained_cfg
+        .unwrap();
+        assert_eq!(named.label_names, Some(vec!["cat".to_string(), "dog".to_string()]));
+        assert_eq!((named.test_input_size, named.test_crop_pct), (Some([3, 288, 288]), Some(1.0)));
+        let e =
+            parse_hub_config(p, r#"{"architecture": "resnet18", "pretrained_cfg": {"label_names": [1]}}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("`pretrained_cfg.label_names` is [1]"), "{e}");
     }
 }

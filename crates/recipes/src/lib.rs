@@ -33,13 +33,15 @@ pub mod tune;
 pub use card::{CardTokenizer, ModelCard};
 pub use config::{format_lr, set_toml_value};
 pub use config::{
-    AutoAugmentKind, ClassWeights, ClassWeightsKind, DataConfig, ExtendSchedule, Interpolation, LoopConfig,
-    ModelConfig, OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TaskKind, TextConfig, TrainConfig,
-    CONFIG_KEYS, MAX_CLASSES, MAX_IMAGE_SIZE, TEXT_MODELS,
+    AutoAugmentKind, ClassWeights, ClassWeightsKind, CropMode, DataConfig, ExtendSchedule, Interpolation,
+    LoopConfig, ModelConfig, OptimConfig, OptimizerKind, SamplerKind, SchedulerConfig, TaskKind, TextConfig,
+    TrainConfig, CONFIG_KEYS, DEFAULT_IMAGE_SIZE, MAX_CLASSES, MAX_IMAGE_SIZE, TEXT_MODELS,
 };
 pub use doctor::{doctor, DoctorOptions, DoctorReport, Finding, Status};
 pub use error::{RecipeError, Result};
-pub use model::{build_model, check_batch_norm_batches, model_architecture, pretrained_load_options};
+pub use model::{
+    build_model, check_batch_norm_batches, check_eval_size, model_architecture, pretrained_load_options,
+};
 pub use optimizer::{build_optimizer, build_plateau, build_scheduler, param_groups};
 pub use run_dir::RunDir;
 pub use summary::{selected_checkpoint, ParamGroupSummary, RunSummary};

@@ -17,10 +17,7 @@ pub fn model_architecture(config: &TrainConfig) -> Result<Architecture> {
     architecture(name).ok_or_else(|| RecipeError::InvalidConfig {
         field: "model.name".into(),
         value: name.clone(),
-        reason: format!(
-            "not a known architecture; expected one of {}",
-            torchlight_nn::architecture_names().join(", ")
-        ),
+        reason: format!("not a known architecture; expected one of {}", torchlight_nn::architecture_list()),
     })
 }
 
@@ -46,7 +43,7 @@ pub fn build_model(config: &TrainConfig, num_classes: usize, device: Device) -> 
 /// Starting weights with NaN or Inf would stop the first step with a non-finite loss or
 /// gradient and the loop's advice to lower the lr; they are named here instead, file and
 /// tensor, before training. Only loaded tensors are read (the new head's init is finite).
-fn check_finite(model: &dyn Module, report: &LoadReport, weights: &Path) -> Result<()> {
+pub(crate) fn check_finite(model: &dyn Module, report: &LoadReport, weights: &Path) -> Result<()> {
     let loaded: HashSet<&str> = report.loaded.iter().map(String::as_str).collect();
     for (key, t) in state_dict(model) {
         if !loaded.contains(key.as_str()) || !t.is_floating_point() {
@@ -86,7 +83,7 @@ pub fn check_batch_norm_batches(config: &TrainConfig, smallest_batch: usize) -> 
     }
     let arch = model_architecture(config)?;
     let model = arch.build(model_spec(config, 2), LayerOptions::default().skip_init())?;
-    let size = i64::from(config.data.image_size);
+    let size = i64::from(config.data.image_size());
     let input = tch::Tensor::zeros([1, 3, size, size], (tch::Kind::Float, Device::Cpu));
     let seen = torchlight_nn::probe_single_value_batch_norm(|| {
         let _guard = torchlight_tensor::no_grad();
@@ -108,6 +105,34 @@ pub fn check_batch_norm_batches(config: &TrainConfig, smallest_batch: usize) -> 
     })
 }
 
+/// Refuses `data.eval_image_size` other than `data.image_size` for an architecture whose
+/// parameters depend on the size (a ViT's position embedding): the model built at one size
+/// cannot run at the other. Two uninitialised builds are compared, shape by shape; nothing
+/// runs when the sizes are equal.
+pub fn check_eval_size(config: &TrainConfig) -> Result<()> {
+    let (train, eval) = (config.data.image_size(), config.data.eval_image_size());
+    if train == eval {
+        return Ok(());
+    }
+    let arch = model_architecture(config)?;
+    let options = LayerOptions::default().skip_init();
+    let shapes = |size: u32| -> Option<Vec<Vec<i64>>> {
+        let model = arch.build(ModelSpec::new(2, i64::from(size)), options).ok()?;
+        Some(state_dict(model.as_ref()).iter().map(|(_, t)| t.size()).collect())
+    };
+    if shapes(train).is_some() && shapes(train) == shapes(eval) {
+        return Ok(());
+    }
+    Err(RecipeError::InvalidConfig {
+        field: "data.eval_image_size".into(),
+        value: eval.to_string(),
+        reason: format!(
+            "{}'s parameters depend on the image size (a ViT's position embedding), so it evaluates at data.image_size = {train} only: set data.eval_image_size = {train}",
+            config.model.name
+        ),
+    })
+}
+
 /// How the pretrained file loads: strictly, except the head (new), after the config's key
 /// rewrites and with wrapper prefixes (`module.`, `model.`) stripped.
 pub fn pretrained_load_options(config: &TrainConfig, head: &str) -> Result<LoadOptions> {
@@ -120,5 +145,5 @@ pub fn pretrained_load_options(config: &TrainConfig, head: &str) -> Result<LoadO
 
 /// What the model of `config` is built for: `num_classes` outputs, `data.image_size` pixels.
 pub(crate) fn model_spec(config: &TrainConfig, num_classes: usize) -> ModelSpec {
-    ModelSpec::new(num_classes as i64, i64::from(config.data.image_size))
+    ModelSpec::new(num_classes as i64, i64::from(config.data.image_size()))
 }

@@ -33,6 +33,30 @@ pub struct EvalPreprocessing {
     pub mean: [f32; 3],
     /// Per-channel RGB standard deviation divided by.
     pub std: [f32; 3],
+    /// How the resize treats the aspect ratio: timm's `crop_mode`.
+    pub crop_mode: CropMode,
+}
+
+/// timm's evaluation `crop_mode` (`transforms_imagenet_eval`): what `resize` means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CropMode {
+    /// `center`: the shorter side to `resize`, the other in proportion (torchvision's preset and
+    /// timm's default), then the centre crop.
+    #[default]
+    Center,
+    /// `squash`: both sides to `resize` (`Resize((resize, resize))`, the aspect ratio not kept),
+    /// then the centre crop.
+    Squash,
+}
+
+impl CropMode {
+    /// timm's name: `center`, `squash`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CropMode::Center => "center",
+            CropMode::Squash => "squash",
+        }
+    }
 }
 
 impl EvalPreprocessing {
@@ -46,6 +70,7 @@ impl EvalPreprocessing {
             crop: image_size,
             mean: IMAGENET_MEAN,
             std: IMAGENET_STD,
+            crop_mode: CropMode::Center,
         }
     }
 
@@ -78,7 +103,8 @@ impl EvalPreprocessing {
         Ok(EvalPreprocessing { resize: resize as usize, ..Self::classification(image_size) })
     }
 
-    /// The transform: `Resize(resize)`, `CenterCrop(crop)`, `ToTensor`, `Normalize(mean, std)`
+    /// The transform: `Resize(resize)` (`Resize((resize, resize))` under [`CropMode::Squash`]),
+    /// `CenterCrop(crop)`, `ToTensor`, `Normalize(mean, std)`
     /// as a [`Compose`], which runs it as two fused steps (resize and crop, then the
     /// normalised tensor). Its output is a float `[3, crop, crop]` tensor.
     ///
@@ -86,8 +112,12 @@ impl EvalPreprocessing {
     /// If `resize` or `crop` is 0, or a `std` is not positive (as `Resize`, `CenterCrop` and
     /// `Normalize` refuse them).
     pub fn transform(&self) -> Compose {
+        let resize = match self.crop_mode {
+            CropMode::Center => Resize::new(self.resize),
+            CropMode::Squash => Resize::exact(self.resize, self.resize),
+        };
         Compose::default()
-            .then(Resize::new(self.resize).with_interpolation(self.interpolation))
+            .then(resize.with_interpolation(self.interpolation))
             .then(CenterCrop::new(self.crop))
             .then(ToTensor)
             .then(Normalize::new(&self.mean, &self.std))
@@ -105,10 +135,14 @@ impl EvalPreprocessing {
         let (mean, std) = (list(&self.mean), list(&self.std));
         let interpolation = self.interpolation.name();
         // torchvision's Resize defaults to bilinear; another mode is named in the code.
+        let size_code = match self.crop_mode {
+            CropMode::Center => self.resize.to_string(),
+            CropMode::Squash => format!("({0}, {0})", self.resize),
+        };
         let resize_code = match self.interpolation {
-            InterpolationMode::Bilinear => format!("transforms.Resize({})", self.resize),
+            InterpolationMode::Bilinear => format!("transforms.Resize({size_code})"),
             mode => {
-                format!("transforms.Resize({}, interpolation=transforms.{})", self.resize, mode.torchvision())
+                format!("transforms.Resize({size_code}, interpolation=transforms.{})", mode.torchvision())
             }
         };
         // PIL's nearest maps coordinates: there is no filter to widen.
@@ -116,8 +150,24 @@ impl EvalPreprocessing {
             InterpolationMode::Nearest => interpolation.to_string(),
             _ => format!("{interpolation}, antialiased"),
         };
-        let entries = [
-            ("resize_shorter_side", self.resize.to_string()),
+        let (resize_entry, resize_words) = match self.crop_mode {
+            CropMode::Center => (
+                ("resize_shorter_side", self.resize.to_string()),
+                format!(
+                    "resize the shorter side to {} ({sampling}; the other side in proportion, truncated)",
+                    self.resize
+                ),
+            ),
+            CropMode::Squash => (
+                ("resize_size", format!("[{0}, {0}]", self.resize)),
+                format!(
+                    "resize to {0}x{0} ({sampling}; the aspect ratio not kept: timm's crop_mode \"squash\")",
+                    self.resize
+                ),
+            ),
+        };
+        let mut entries = vec![
+            resize_entry,
             ("resize_interpolation", interpolation.to_string()),
             ("resize_antialias", "true".to_string()),
             ("center_crop", format!("[{}, {}]", self.crop, self.crop)),
@@ -129,10 +179,9 @@ impl EvalPreprocessing {
             (
                 "preprocessing",
                 format!(
-                    "decode to RGB; resize the shorter side to {} ({sampling}; the other side in proportion, \
-                     truncated); center-crop {}x{}; scale u8 values by 1/255; normalise with mean \
+                    "decode to RGB; {resize_words}; center-crop {}x{}; scale u8 values by 1/255; normalise with mean \
                      {mean} and std {std}; NCHW float32",
-                    self.resize, self.crop, self.crop
+                    self.crop, self.crop
                 ),
             ),
             (
@@ -144,6 +193,9 @@ impl EvalPreprocessing {
                 ),
             ),
         ];
+        if self.crop_mode != CropMode::Center {
+            entries.insert(1, ("crop_mode", self.crop_mode.name().to_string()));
+        }
         entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
     }
 }
@@ -201,5 +253,34 @@ mod tests {
         );
         let nearest = EvalPreprocessing { interpolation: InterpolationMode::Nearest, ..p }.metadata();
         assert!(nearest[9].1.contains("(nearest; the other side"), "{}", nearest[9].1);
+    }
+
+    /// timm's `squash`: both sides resized, said in the metadata (`crop_mode`, `resize_size`
+    /// in place of `resize_shorter_side`) and the code; the transform is `Resize((s, s))`.
+    #[test]
+    fn squash_resizes_both_sides_and_says_so() {
+        let p = EvalPreprocessing {
+            resize: 42,
+            crop_mode: CropMode::Squash,
+            ..EvalPreprocessing::classification(40)
+        };
+        let m: std::collections::HashMap<_, _> = p.metadata().into_iter().collect();
+        assert_eq!((m["crop_mode"].as_str(), m["resize_size"].as_str()), ("squash", "[42, 42]"));
+        assert!(!m.contains_key("resize_shorter_side"));
+        assert!(
+            m["torchvision"].starts_with("transforms.Compose([transforms.Resize((42, 42)), "),
+            "{}",
+            m["torchvision"]
+        );
+        let image = crate::Image::new(60, 30, 3, (0..60 * 30 * 3).map(|i| (i % 251) as u8).collect());
+        let out = crate::Transform::apply(
+            &p.transform(),
+            crate::Sample::Image(image),
+            &mut torchlight_base::seed::rng_from_seed(0),
+        )
+        .unwrap()
+        .into_tensor()
+        .unwrap();
+        assert_eq!((out.height, out.width), (40, 40));
     }
 }

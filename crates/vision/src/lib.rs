@@ -83,7 +83,7 @@ pub use decode::{
 };
 pub use decode_options::{DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, PIL_MAX_IMAGE_PIXELS};
 pub use error::{Result, VisionError};
-pub use eval_preprocessing::EvalPreprocessing;
+pub use eval_preprocessing::{CropMode, EvalPreprocessing};
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
 pub use gaussian_blur::{gaussian_blur, GaussianBlur};
 pub use geometry::{

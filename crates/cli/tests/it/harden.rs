@@ -20,7 +20,7 @@ pub(crate) fn tiny_run(dir: &Path) -> (PathBuf, PathBuf) {
     };
     write_image_folder(&data, &spec).unwrap();
     let mut config = TrainConfig::default();
-    config.data.image_size = 32;
+    config.data.image_size = Some(32);
     config.train.device = "cpu".into();
     // Initialised as train would (ModelCard::build_model leaves the tensors for a restore).
     let model = torchlight_recipes::build_model(&config, 3, tch::Device::Cpu).unwrap();

@@ -11,6 +11,7 @@ mod doctor;
 mod harden;
 mod hostile;
 mod hub_cfg;
+mod hub_deploy;
 mod setup;
 mod text;
 mod tune;

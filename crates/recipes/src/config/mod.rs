@@ -44,6 +44,10 @@ use std::path::{Path, PathBuf};
 use torchlight_tensor::DeviceSpec;
 use torchlight_train::NonFiniteAction;
 
+/// `data.image_size` when neither the config nor a Hub folder's `pretrained_cfg` sets it:
+/// torchvision's 224.
+pub const DEFAULT_IMAGE_SIZE: u32 = 224;
+
 /// Every key [`TrainConfig::set`] accepts, as `section.field`. A unit test checks it against
 /// the fields serde sees, so it cannot drift from the structs.
 pub const CONFIG_KEYS: &[&str] = &[
@@ -65,6 +69,9 @@ pub const CONFIG_KEYS: &[&str] = &[
     "data.rotation",
     "data.interpolation",
     "data.crop_pct",
+    "data.eval_image_size",
+    "data.eval_crop_pct",
+    "data.crop_mode",
     "data.mean",
     "data.std",
     "model.name",
@@ -266,8 +273,11 @@ impl Default for TextConfig {
 pub struct DataConfig {
     /// An ImageFolder root holding `train/`, and optionally `val/` and `test/`. Default `data`.
     pub root: PathBuf,
-    /// Side of the square images fed to the model, torchvision's 224 by default.
-    pub image_size: u32,
+    /// Side of the square images fed to the model. Unset, a Hub model folder's
+    /// `pretrained_cfg.input_size` decides, else torchvision's 224
+    /// ([`DataConfig::image_size`]); a run's config.toml records the value in effect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_size: Option<u32>,
     /// Loader worker threads, like `DataLoader(num_workers=4)`. 0 loads on the training thread.
     pub workers: usize,
     /// Fraction of `train/` held out (seeded, stratified) as validation when there is no
@@ -336,10 +346,28 @@ pub struct DataConfig {
     #[serde(deserialize_with = "optional_word", skip_serializing_if = "Option::is_none")]
     pub interpolation: Option<Interpolation>,
     /// timm's `crop_pct`: the evaluation resize is `floor(image_size / crop_pct)` before the
-    /// centre crop of `image_size`. Unset, a Hub model folder's `pretrained_cfg.crop_pct`
+    /// centre crop of `image_size` (above 1, as timm allows, the crop pads with zeros). Unset, a Hub model folder's `pretrained_cfg.crop_pct`
     /// decides, else torchvision's `image_size * 256 / 224` (the same as 0.875).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crop_pct: Option<f64>,
+    /// timm's `test_input_size`: the side evaluation (validation, test, eval, predict and the
+    /// exported model) uses. Unset, a Hub model folder's `pretrained_cfg.test_input_size`
+    /// decides when `data.image_size` is unset too (timm's `resolve_data_config(...,
+    /// use_test_size=True)`), else `data.image_size` ([`DataConfig::eval_image_size`]). An
+    /// architecture whose parameters depend on the size (a ViT) needs both equal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_image_size: Option<u32>,
+    /// timm's `test_crop_pct`: `crop_pct` at evaluation. Unset, a Hub model folder's
+    /// `pretrained_cfg.test_crop_pct` decides when `data.crop_pct` is unset too, else
+    /// `data.crop_pct`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_crop_pct: Option<f64>,
+    /// timm's evaluation `crop_mode`: `center` (resize the shorter side, then the centre crop;
+    /// torchvision's preset) or `squash` (both sides resized to `floor(size / crop_pct)`, the
+    /// aspect ratio not kept, then the centre crop). Unset, a Hub model folder's
+    /// `pretrained_cfg.crop_mode` decides, else `center`. timm's `border` is not built.
+    #[serde(deserialize_with = "optional_word", skip_serializing_if = "Option::is_none")]
+    pub crop_mode: Option<CropMode>,
     /// The per-channel RGB mean both transforms normalise with. Unset, a Hub model folder's
     /// `pretrained_cfg.mean` decides, else ImageNet's `[0.485, 0.456, 0.406]`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -358,6 +386,27 @@ fn is_default_hflip(p: &f64) -> bool {
 /// A strength at 0 (off), left out of written configs so they stay as they were.
 fn is_zero(v: &f64) -> bool {
     *v == 0.0
+}
+
+/// timm's evaluation crop mode (`data.crop_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CropMode {
+    /// Resize the shorter side, keep the aspect ratio, centre crop.
+    #[default]
+    Center,
+    /// Resize both sides to the same size, then centre crop.
+    Squash,
+}
+
+impl CropMode {
+    /// The vision crate's mode.
+    pub fn mode(self) -> torchlight_vision::CropMode {
+        match self {
+            CropMode::Center => torchlight_vision::CropMode::Center,
+            CropMode::Squash => torchlight_vision::CropMode::Squash,
+        }
+    }
 }
 
 /// How images are resized (`data.interpolation`).
@@ -462,7 +511,7 @@ impl Default for DataConfig {
     fn default() -> Self {
         DataConfig {
             root: PathBuf::from("data"),
-            image_size: 224,
+            image_size: None,
             workers: 4,
             val_fraction: 0.1,
             min_crop_scale: 0.08,
@@ -479,6 +528,9 @@ impl Default for DataConfig {
             rotation: 0.0,
             interpolation: None,
             crop_pct: None,
+            eval_image_size: None,
+            eval_crop_pct: None,
+            crop_mode: None,
             mean: None,
             std: None,
         }
@@ -497,6 +549,21 @@ impl DataConfig {
     /// `root/test` (optional).
     pub fn test_dir(&self) -> PathBuf {
         self.root.join("test")
+    }
+    /// The image side in effect: [`image_size`](Self::image_size), [`DEFAULT_IMAGE_SIZE`]
+    /// when unset.
+    pub fn image_size(&self) -> u32 {
+        self.image_size.unwrap_or(DEFAULT_IMAGE_SIZE)
+    }
+    /// The evaluation side in effect: [`eval_image_size`](Self::eval_image_size), else
+    /// [`image_size()`](Self::image_size).
+    pub fn eval_image_size(&self) -> u32 {
+        self.eval_image_size.unwrap_or_else(|| self.image_size())
+    }
+    /// The evaluation `crop_pct` in effect: [`eval_crop_pct`](Self::eval_crop_pct), else
+    /// [`crop_pct`](Self::crop_pct) (`None`: torchvision's `size * 256 / 224`).
+    pub fn eval_crop_pct(&self) -> Option<f64> {
+        self.eval_crop_pct.or(self.crop_pct)
     }
     /// The resize sampling in effect: [`interpolation`](Self::interpolation), `bilinear` when unset.
     pub fn interpolation(&self) -> Interpolation {
@@ -521,7 +588,8 @@ impl DataConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
     /// Architecture, a name of the registry (`torchlight_nn::architecture_names()`: the ResNet
-    /// family with timm's `d` variants, MobileNetV2/V3, EfficientNet, ConvNeXt, ViT and any registered by the program).
+    /// family with timm's `d` variants, MobileNetV2/V3, EfficientNet, ConvNeXt, ViT and any registered by the program;
+    /// timm's ViT/DeiT names are aliases of the same modules, `torchlight_nn::ARCHITECTURE_ALIASES`).
     /// Default `resnet18`.
     pub name: String,
     /// Starting weights: a torchvision `.pth`, a safetensors file, a PyTorch Lightning `.ckpt`

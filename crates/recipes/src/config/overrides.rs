@@ -87,8 +87,12 @@ impl TrainConfig {
 fn is_optional(key: &str) -> bool {
     matches!(
         key,
-        "data.interpolation"
+        "data.image_size"
+            | "data.interpolation"
             | "data.crop_pct"
+            | "data.eval_image_size"
+            | "data.eval_crop_pct"
+            | "data.crop_mode"
             | "data.mean"
             | "data.std"
             | "model.pretrained"
@@ -193,8 +197,12 @@ mod tests {
             c.optim.layer_decay = Some(0.75);
             c.optim.backbone_lr = Some(1e-4);
             c.text.tokenizer = Some("tokenizer.json".into());
+            c.data.image_size = Some(224);
             c.data.interpolation = Some(crate::config::Interpolation::Bicubic);
             c.data.crop_pct = Some(0.95);
+            c.data.eval_image_size = Some(256);
+            c.data.eval_crop_pct = Some(1.0);
+            c.data.crop_mode = Some(crate::config::CropMode::Squash);
             c.data.mean = Some([0.5; 3]);
             c.data.std = Some([0.5; 3]);
             // Written only away from their defaults.
@@ -225,7 +233,7 @@ mod tests {
         assert_eq!(c.optim.optimizer, OptimizerKind::AdamW);
         assert_eq!((c.optim.lr, c.optim.weight_decay, c.optim.betas), (1e-3, 0.01, [0.9, 0.999]));
         assert_eq!(c.scheduler, SchedulerConfig::Cosine { eta_min: 0.0 });
-        assert_eq!((c.data.image_size, c.train.batch_size, c.train.label_smoothing), (224, 32, 0.0));
+        assert_eq!((c.data.image_size(), c.train.batch_size, c.train.label_smoothing), (224, 32, 0.0));
         assert_eq!(c.data.train_dir(), PathBuf::from("data/train"));
         assert_eq!(c.train.device_spec().unwrap(), DeviceSpec::Auto);
     }

@@ -56,11 +56,11 @@ impl TrainConfig {
         if d.root.as_os_str().is_empty() {
             invalid("data.root", "\"\"", "must name the dataset folder")?;
         }
-        if d.image_size == 0 {
+        if d.image_size == Some(0) {
             invalid("data.image_size", 0, "must be at least 1 pixel")?;
         }
-        if d.image_size > MAX_IMAGE_SIZE {
-            invalid("data.image_size", d.image_size, &format!("must be at most {MAX_IMAGE_SIZE} pixels"))?;
+        if d.image_size() > MAX_IMAGE_SIZE {
+            invalid("data.image_size", d.image_size(), &format!("must be at most {MAX_IMAGE_SIZE} pixels"))?;
         }
         if d.workers > MAX_WORKERS {
             invalid("data.workers", d.workers, &format!("must be at most {MAX_WORKERS} threads"))?;
@@ -114,15 +114,30 @@ impl TrainConfig {
         if !(d.min_crop_scale > 0.0 && d.min_crop_scale <= 1.0) {
             invalid("data.min_crop_scale", d.min_crop_scale, "must be in (0, 1]")?;
         }
-        if let Some(p) = d.crop_pct {
-            let size = d.image_size.max(1) as usize;
+        if d.eval_image_size == Some(0) {
+            invalid("data.eval_image_size", 0, "must be at least 1 pixel")?;
+        }
+        if d.eval_image_size() > MAX_IMAGE_SIZE {
+            invalid(
+                "data.eval_image_size",
+                d.eval_image_size(),
+                &format!("must be at most {MAX_IMAGE_SIZE} pixels"),
+            )?;
+        }
+        for (field, pct, size) in [
+            ("data.crop_pct", d.crop_pct, d.image_size()),
+            ("data.eval_crop_pct", d.eval_crop_pct(), d.eval_image_size()),
+        ] {
+            let Some(p) = pct else { continue };
             if let Err(torchlight_vision::VisionError::Config { reason, .. }) =
-                torchlight_vision::EvalPreprocessing::from_crop_pct(size, p)
+                torchlight_vision::EvalPreprocessing::from_crop_pct(size.max(1) as usize, p)
             {
                 invalid(
-                    "data.crop_pct",
+                    field,
                     p,
-                    &format!("must be a positive fraction (timm's are 0.875 to 1): {reason}"),
+                    &format!(
+                        "must be a positive number (timm's are 0.875 to 1; above 1 the crop pads): {reason}"
+                    ),
                 )?;
             }
         }
@@ -143,7 +158,7 @@ impl TrainConfig {
             invalid(
                 "model.name",
                 &m.name,
-                &format!("unknown model; expected one of {}", torchlight_nn::architecture_names().join(", ")),
+                &format!("unknown model; expected one of {}", torchlight_nn::architecture_list()),
             )?;
         }
         if let Some(n) = m.num_classes {
@@ -336,7 +351,7 @@ impl TrainConfig {
             invalid("train.batch_size", 0, "must be at least 1")?;
         }
         // One batch of float32 images, the first allocation that grows with both settings.
-        let bytes = t.batch_size as u128 * 3 * 4 * (d.image_size as u128).pow(2);
+        let bytes = t.batch_size as u128 * 3 * 4 * (d.image_size() as u128).pow(2);
         if bytes > MAX_BATCH_BYTES {
             invalid(
                 "train.batch_size",
@@ -344,7 +359,7 @@ impl TrainConfig {
                 &format!(
                     "one batch of {0} images of {1}x{1} pixels would take {2:.1} GiB as float32 (the limit is {3} GiB): lower train.batch_size or data.image_size",
                     t.batch_size,
-                    d.image_size,
+                    d.image_size(),
                     bytes as f64 / (1u64 << 30) as f64,
                     MAX_BATCH_BYTES >> 30
                 ),
@@ -604,6 +619,9 @@ impl TrainConfig {
             // Runs saved before it was optional wrote `interpolation = "bilinear"`: still read.
             ("data.interpolation", d.interpolation.is_some_and(|i| i != Interpolation::Bilinear)),
             ("data.crop_pct", d.crop_pct.is_some()),
+            ("data.eval_image_size", d.eval_image_size.is_some()),
+            ("data.eval_crop_pct", d.eval_crop_pct.is_some()),
+            ("data.crop_mode", d.crop_mode.is_some()),
             ("data.mean", d.mean.is_some()),
             ("data.std", d.std.is_some()),
             ("train.mixup_alpha", t.mixup_alpha != 0.0),

@@ -203,7 +203,7 @@ pub fn check_augmentation(config: &TrainConfig, options: &DoctorOptions) -> Resu
         Some(dir) => {
             std::fs::create_dir_all(dir).map_err(|e| RecipeError::io(dir, e))?;
             let path = dir.join(AUGMENTED_SAMPLES);
-            save_png(&contact_sheet(&items, config.data.image_size as usize), &path)?;
+            save_png(&contact_sheet(&items, config.data.image_size() as usize), &path)?;
             Some(path)
         }
         None => None,
@@ -498,7 +498,7 @@ mod tests {
         let pixels: Vec<u8> = (0..24 * 20 * 3).map(|i| (i * 7 % 251) as u8).collect();
         let image = Image::new(24, 20, 3, pixels);
         let mut c = TrainConfig::default();
-        c.data.image_size = 16;
+        c.data.image_size = Some(16);
         let plain = train_transform_for(&c.data);
         for seed in 0..8 {
             let (t, framed, crop) = view(&steps(&plain), &image, seed).unwrap();

@@ -144,7 +144,7 @@ pub fn check_data(config: &TrainConfig, options: &DoctorOptions) -> Result<Vec<F
         let mean: Vec<f64> = sum.iter().map(|s| s / pixels as f64).collect();
         let std: Vec<f64> =
             sum_sq.iter().zip(&mean).map(|(q, m)| (q / pixels as f64 - m * m).max(0.0).sqrt()).collect();
-        let size = config.data.image_size as usize;
+        let size = config.data.image_size() as usize;
         let flat = std.iter().any(|s| *s < 0.01);
         let status = if flat || min_side * 2 < size { Status::Warn } else { Status::Pass };
         findings.push(

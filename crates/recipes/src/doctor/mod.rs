@@ -266,7 +266,7 @@ pub fn doctor(config: &TrainConfig, options: &DoctorOptions) -> Result<DoctorRep
         let (figure, fix) = reason.split_once(": use ").unwrap_or((reason.as_str(), "a larger batch"));
         report.findings.push(
             Finding::new(2, "batch_norm_batch", Status::Fail, figure).fix(format!("use {fix}")).data(
-                serde_json::json!({ "smallest_batch": smallest, "image_size": config.data.image_size }),
+                serde_json::json!({ "smallest_batch": smallest, "image_size": config.data.image_size() }),
             ),
         );
         report.findings.push(skipped(3, "overfit and short run not run: fix the batch first"));

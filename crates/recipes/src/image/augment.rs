@@ -201,7 +201,7 @@ pub(crate) fn finish(
     let normalize =
         transform.transforms().iter().find_map(|t| t.as_any().downcast_ref::<Normalize>().cloned());
     let views = tensors.iter().map(|t| to_u8(t, normalize.as_ref())).collect();
-    let size = config.data.image_size as usize;
+    let size = config.data.image_size() as usize;
     let original = CenterCrop::new(size).crop(&Resize::new(size).resize(image.clone()));
     Ok(Augmented { path: path.to_path_buf(), original, tensors, views })
 }

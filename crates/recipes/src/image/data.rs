@@ -43,7 +43,7 @@ pub fn train_transform(image_size: usize, min_scale: f64) -> Compose {
 pub fn train_transform_for(data: &DataConfig) -> Compose {
     let mode = data.interpolation().mode();
     let mut t = Compose::default().then(
-        RandomResizedCrop::new(data.image_size as usize)
+        RandomResizedCrop::new(data.image_size() as usize)
             .with_scale(data.min_crop_scale, 1.0)
             .with_interpolation(mode),
     );
@@ -82,20 +82,28 @@ pub fn train_transform_for(data: &DataConfig) -> Compose {
     t
 }
 
-/// The evaluation preprocessing of `config`: resize the shorter side with `data.interpolation`
-/// to `floor(image_size / data.crop_pct)` (timm's rule; unset, torchvision's classification
-/// preset `image_size * 256 / 224`), centre crop `data.image_size`, ToTensor, normalise with
+/// The evaluation preprocessing of `config` at the evaluation side `S`
+/// ([`DataConfig::eval_image_size`](crate::DataConfig::eval_image_size)): resize the shorter side
+/// (both sides under `data.crop_mode = "squash"`) with `data.interpolation` to
+/// `floor(S / crop_pct)` (timm's rule, `data.eval_crop_pct`, else `data.crop_pct`; unset,
+/// torchvision's classification preset `S * 256 / 224`), centre crop `S`, ToTensor, normalise with
 /// `data.mean`/`data.std` (ImageNet's by default). A Hub folder's `pretrained_cfg` fills the
 /// unset keys before a run ([`apply_pretrained_cfg`](super::apply_pretrained_cfg)). Validation,
 /// test, `torchlight eval`, `predict` and the export metadata all build from it
 /// (`.transform()`, `.metadata()`).
 pub fn eval_preprocessing(config: &TrainConfig) -> EvalPreprocessing {
     let d = &config.data;
-    let size = d.image_size as usize;
+    let size = d.eval_image_size() as usize;
     let base = EvalPreprocessing::classification(size);
     // `validate` refuses a crop_pct from_crop_pct refuses.
-    let base = d.crop_pct.and_then(|p| EvalPreprocessing::from_crop_pct(size, p).ok()).unwrap_or(base);
-    EvalPreprocessing { interpolation: d.interpolation().mode(), mean: d.mean(), std: d.std(), ..base }
+    let base = d.eval_crop_pct().and_then(|p| EvalPreprocessing::from_crop_pct(size, p).ok()).unwrap_or(base);
+    EvalPreprocessing {
+        interpolation: d.interpolation().mode(),
+        mean: d.mean(),
+        std: d.std(),
+        crop_mode: d.crop_mode.unwrap_or_default().mode(),
+        ..base
+    }
 }
 
 /// The splits of a data root and their class names: `train/`, `val/` (or a seeded stratified

@@ -55,12 +55,15 @@ fn fit_on(
         }
         config.validate()?;
     }
+    // config.toml records the size in effect, whoever chose it.
+    config.data.image_size = Some(config.data.image_size());
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
     // The architecture takes this image size (a ViT's patch grid): built once, uninitialised.
     let arch = model_architecture(&config)?;
-    let spec = torchlight_nn::ModelSpec::new(2, i64::from(config.data.image_size));
+    let spec = torchlight_nn::ModelSpec::new(2, i64::from(config.data.image_size()));
     arch.build(spec, torchlight_nn::LayerOptions::default().skip_init())?;
+    crate::model::check_eval_size(&config)?;
     if let Some(w) = &config.model.pretrained {
         // The OS's own words ("No such file or directory (os error 2)"), not a bare error kind.
         match std::fs::metadata(w) {
@@ -404,7 +407,9 @@ pub(crate) fn check_hub_folder(config: &TrainConfig, dir: &std::path::Path) -> R
             reason: format!("the weights folder holds a timm model (its config.json's `architecture`): {e}"),
         });
     }
-    if folder.config.architecture != config.model.name {
+    if torchlight_nn::canonical_architecture(&folder.config.architecture)
+        != torchlight_nn::canonical_architecture(&config.model.name)
+    {
         return Err(RecipeError::InvalidConfig {
             field: "model.name".into(),
             value: config.model.name.clone(),

@@ -7,6 +7,7 @@ mod augment;
 mod data;
 mod evaluate;
 mod fit;
+mod hub;
 mod pretrained_cfg;
 
 pub use crate::resume::RESUME_CHANGEABLE;
@@ -20,5 +21,6 @@ pub use data::{
 pub use evaluate::{evaluate, evaluate_with_logits, Evaluated};
 pub(crate) use fit::{batch_mixing, training_task};
 pub use fit::{fit, fit_distributed, resume, resume_distributed};
+pub use hub::{load_hub_model, HubModel};
 pub use pretrained_cfg::apply_pretrained_cfg;
 pub(crate) use pretrained_cfg::with_pretrained_cfg;

@@ -49,7 +49,7 @@ device = "cpu"
     c.validate().unwrap();
     assert_eq!(c.data.root, PathBuf::from("datasets/flowers"));
     assert_eq!(c.data.val_dir(), PathBuf::from("datasets/flowers/val"));
-    assert_eq!((c.data.image_size, c.data.workers), (160, 2));
+    assert_eq!((c.data.image_size(), c.data.workers), (160, 2));
     assert_eq!(c.model.pretrained, Some(PathBuf::from("weights/r34.safetensors")));
     assert_eq!((c.model.num_classes, c.model.freeze_epochs), (Some(5), 2));
     assert_eq!((c.optim.lr, c.optim.backbone_lr, c.optim.momentum), (0.1, Some(0.01), 0.8));
@@ -257,7 +257,7 @@ fn overrides_set_fields_by_key() {
     c.set("optimizer", "adam").unwrap();
     c.set("grad_clip", "1.5").unwrap();
     assert_eq!(c.train.epochs, 5);
-    assert_eq!(c.data.image_size, 128);
+    assert_eq!(c.data.image_size(), 128);
     assert_eq!(c.optim.lr, 1.0);
     assert!(c.train.amp);
     assert_eq!(c.model.pretrained, Some(PathBuf::from("weights/r18.pth")));

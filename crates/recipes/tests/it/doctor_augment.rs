@@ -21,7 +21,7 @@ fn dataset(root: &Path, per_class: [usize; 3], size_range: (u32, u32)) {
 fn config(root: &Path, sets: &[(&str, &str)]) -> TrainConfig {
     let mut c = TrainConfig::default();
     c.data.root = root.to_path_buf();
-    c.data.image_size = 32;
+    c.data.image_size = Some(32);
     c.data.workers = 0;
     c.train.batch_size = 8;
     c.train.device = "cpu".into();

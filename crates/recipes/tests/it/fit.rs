@@ -22,7 +22,7 @@ fn shapes_dataset(root: &Path, per_class: [usize; 3]) {
 fn small_config(root: &Path, out: &Path, epochs: usize) -> TrainConfig {
     let mut c = TrainConfig::default();
     c.data.root = root.to_path_buf();
-    c.data.image_size = 32;
+    c.data.image_size = Some(32);
     c.data.workers = 2;
     c.data.min_crop_scale = 0.5;
     c.optim.lr = 3e-3;
@@ -411,7 +411,7 @@ fn bad_starts_leave_no_run_folder_and_name_the_cause() {
     c.validate().unwrap();
     torchlight_recipes::check_batch_norm_batches(&c, 1).unwrap();
     c.model.freeze_bn = false;
-    c.data.image_size = 64;
+    c.data.image_size = Some(64);
     torchlight_recipes::check_batch_norm_batches(&c, 1).unwrap();
     // A single class: refused (a classifier would "learn" it with a loss of 0).
     for split in ["train", "val", "test"] {

@@ -54,7 +54,7 @@ fn setup(root: &Path, nth: Option<usize>, action: NonFiniteAction) -> (TrainConf
     write_image_folder(root, &spec).unwrap();
     let mut c = TrainConfig::default();
     c.data.root = root.to_path_buf();
-    c.data.image_size = 32;
+    c.data.image_size = Some(32);
     c.data.workers = 0;
     c.train.batch_size = 8;
     c.train.device = "cpu".into();

@@ -1,7 +1,8 @@
 //! A Hub model folder's `pretrained_cfg` as the run's preprocessing
 //! (`torchlight_recipes::image::apply_pretrained_cfg`): the eval transform it gives is timm's
 //! (`tests/fixtures/make_hub_preprocessing.py`), a key the config sets wins, config.toml
-//! keeps the values in effect, and timm's `squash`/`border` crops are refused.
+//! keeps the values in effect (`input_size`, `test_input_size`, `test_crop_pct` and
+//! `crop_mode` `squash` included), and timm's `border` crop is refused.
 
 use crate::temp_dir;
 use std::collections::HashMap;
@@ -9,7 +10,9 @@ use std::path::{Path, PathBuf};
 use tch::{Kind, Tensor};
 use torchlight_recipes::image::{apply_pretrained_cfg, eval_preprocessing, train_transform_for};
 use torchlight_recipes::{Interpolation, TrainConfig};
-use torchlight_vision::{EvalPreprocessing, Image, InterpolationMode, Normalize, Sample, Transform};
+use torchlight_vision::{
+    CropMode, EvalPreprocessing, Image, InterpolationMode, Normalize, Sample, Transform,
+};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -27,7 +30,7 @@ fn hub_folder(parent: &Path, name: &str) -> PathBuf {
 
 fn config_for(dir: &Path) -> TrainConfig {
     let mut c = TrainConfig::default();
-    c.data.image_size = 32;
+    c.data.image_size = Some(32);
     c.model.pretrained = Some(dir.to_path_buf());
     c
 }
@@ -83,6 +86,110 @@ fn the_eval_transform_of_a_hub_folder_is_timms() {
     assert_eq!(apply(&default.transform(), image("input/noise")), tensors["bilinear/noise"]);
 }
 
+/// timm's evaluation sizes and crops: a folder with `test_input_size` and `test_crop_pct`
+/// (timm's `resolve_data_config(..., use_test_size=True)`, what its validate.py uses) squashed
+/// and bilinear, one centre-cropped and bicubic, and one with `crop_pct` 1.15 (timm allows
+/// above 1: the resize is smaller than the crop, which pads with zeros). For a config that sets
+/// no size the recipe's eval transform equals timm's `create_transform(is_training=False)` on
+/// the three images, element for element (tolerance 0, as above; the fixture
+/// `hub_eval_sizes.safetensors`); config.toml keeps the values; a config that sets
+/// `data.image_size` evaluates at it, as timm keeps an `img_size` given.
+#[test]
+fn test_input_size_test_crop_pct_and_crop_mode_are_timms() {
+    let inputs: HashMap<String, Tensor> =
+        Tensor::read_safetensors(fixtures().join("hub_preprocessing.safetensors"))
+            .unwrap()
+            .into_iter()
+            .collect();
+    let want: HashMap<String, Tensor> =
+        Tensor::read_safetensors(fixtures().join("hub_eval_sizes.safetensors"))
+            .unwrap()
+            .into_iter()
+            .collect();
+    let image = |key: &str| {
+        let t = &inputs[key];
+        let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+        let bytes = Vec::<u8>::try_from(t.to_kind(Kind::Uint8).flatten(0, -1)).unwrap();
+        Image::new(shape[1], shape[0], shape[2], bytes)
+    };
+    let tmp = temp_dir();
+    // (folder, eval side, resize, crop_mode, interpolation)
+    let cases = [
+        ("bilinear_squash", 40, 42, CropMode::Squash, InterpolationMode::Bilinear),
+        ("bicubic_test", 36, 36, CropMode::Center, InterpolationMode::Bicubic),
+        ("bicubic_wide", 32, 27, CropMode::Center, InterpolationMode::Bicubic),
+    ];
+    for (name, side, resize, mode, interpolation) in cases {
+        let mut c = config_for(&hub_folder(tmp.path(), name));
+        c.data.image_size = None;
+        let line = apply_pretrained_cfg(&mut c).unwrap().unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.data.image_size, Some(32), "{name}: {line}");
+        let eval = eval_preprocessing(&c);
+        assert_eq!(
+            (eval.crop, eval.resize, eval.crop_mode, eval.interpolation),
+            (side, resize, mode, interpolation),
+            "{name}"
+        );
+        for img in ["chelsea", "noise", "small"] {
+            let got = apply(&eval.transform(), image(&format!("input/{img}")));
+            let want = &want[&format!("{name}/{img}")];
+            assert_eq!(got.size(), want.size(), "{name}/{img}");
+            let diff = (&got - want).abs().max().double_value(&[]);
+            assert_eq!(diff, 0.0, "{name}/{img}: max |diff| {diff}");
+        }
+        let text = c.to_toml();
+        let back = TrainConfig::from_toml_str(&text).unwrap();
+        assert_eq!(eval_preprocessing(&back), eval, "{name}: config.toml keeps it\n{text}");
+        if name == "bilinear_squash" {
+            assert!(
+                line.contains("data.eval_image_size = 40") && line.contains("data.crop_mode = \"squash\""),
+                "{line}"
+            );
+            assert!(
+                text.contains("eval_image_size = 40") && text.contains("crop_mode = \"squash\""),
+                "{text}"
+            );
+            // The squash transform is not the centre one (the test can fail).
+            let center = EvalPreprocessing { crop_mode: torchlight_vision::CropMode::Center, ..eval };
+            let got = apply(&center.transform(), image("input/chelsea"));
+            assert!(!got.equal(&want["bilinear_squash/chelsea"]));
+        }
+    }
+    // A size the config gives is the evaluation size too, and its crop_pct the evaluation crop.
+    let mut c = config_for(&hub_folder(tmp.path(), "bicubic_test"));
+    c.set("data.crop_pct", "0.9").unwrap();
+    let line = apply_pretrained_cfg(&mut c).unwrap().unwrap();
+    assert!(
+        line.contains("data.image_size (also for evaluation)")
+            && line.contains("data.crop_pct (also for evaluation)"),
+        "{line}"
+    );
+    assert_eq!((eval_preprocessing(&c).crop, eval_preprocessing(&c).resize), (32, 35));
+    // A ViT cannot evaluate at another size than it is built for.
+    let mut vit = TrainConfig::default();
+    vit.set("model.name", "vit_s_16").unwrap();
+    vit.set("data.image_size", "32").unwrap();
+    vit.set("data.eval_image_size", "48").unwrap();
+    let err = torchlight_recipes::check_eval_size(&vit).unwrap_err().to_string();
+    assert!(err.contains("data.eval_image_size") && err.contains("position embedding"), "{err}");
+    vit.set("model.name", "resnet18").unwrap();
+    torchlight_recipes::check_eval_size(&vit).unwrap();
+    // timm's `border` is refused in one line naming it, unless data.crop_mode is set.
+    let dir = hub_folder(tmp.path(), "bilinear_squash");
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    std::fs::write(dir.join("config.json"), text.replace("\"squash\"", "\"border\"")).unwrap();
+    let err = apply_pretrained_cfg(&mut config_for(&dir)).unwrap_err().to_string();
+    assert!(
+        err.contains("pretrained_cfg.crop_mode") && err.contains("border") && err.lines().count() == 1,
+        "{err}"
+    );
+    let mut c = config_for(&dir);
+    c.set("data.crop_mode", "center").unwrap();
+    let line = apply_pretrained_cfg(&mut c).unwrap().unwrap();
+    assert!(line.contains("the config's own") && line.contains("data.crop_mode"), "{line}");
+}
+
 /// Keys the config sets win over `pretrained_cfg`, the others take its values (train
 /// transform too: its crop's interpolation and its normalisation), the line says which; the
 /// saved config.toml holds the values in effect and reads back equal; a config without a
@@ -134,18 +241,19 @@ fn the_configs_own_keys_win_and_config_toml_holds_the_values_in_effect() {
     assert!(!plain.to_toml().contains("crop_pct"));
 }
 
-/// timm's `squash` and `border` evaluation crops are refused in one line naming
+/// timm's `border` evaluation crop is refused in one line naming
 /// `pretrained_cfg.crop_mode` and the file; an interpolation Torchlight lacks is refused
-/// unless `data.interpolation` is set; input_size other than `data.image_size` is said.
+/// unless `data.interpolation` is set; `input_size` sets `data.image_size` unless the config
+/// sets it.
 #[test]
 fn unsupported_pretrained_cfg_values_are_named() {
     let tmp = temp_dir();
     let dir = hub_folder(tmp.path(), "bicubic");
     let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
-    std::fs::write(dir.join("config.json"), text.replace("\"center\"", "\"squash\"")).unwrap();
+    std::fs::write(dir.join("config.json"), text.replace("\"center\"", "\"border\"")).unwrap();
     let err = apply_pretrained_cfg(&mut config_for(&dir)).unwrap_err().to_string();
     assert!(
-        err.contains("pretrained_cfg.crop_mode") && err.contains("squash") && err.contains("config.json"),
+        err.contains("pretrained_cfg.crop_mode") && err.contains("border") && err.contains("config.json"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -164,7 +272,33 @@ fn unsupported_pretrained_cfg_values_are_named() {
     )
     .unwrap();
     let line = apply_pretrained_cfg(&mut config_for(&dir)).unwrap().unwrap();
-    assert!(line.contains("input_size is 48x48, data.image_size 32 kept"), "{line}");
+    assert!(line.contains("the config's own data.image_size kept"), "{line}");
+    // Unset, data.image_size takes input_size, as timm's resolve_data_config does.
+    let mut c = config_for(&dir);
+    c.data.image_size = None;
+    let line = apply_pretrained_cfg(&mut c).unwrap().unwrap();
+    assert!(line.contains("data.image_size = 48"), "{line}");
+    assert_eq!(
+        (c.data.image_size, eval_preprocessing(&c).crop, eval_preprocessing(&c).resize),
+        (Some(48), 48, 50)
+    );
+    // A config file that leaves it out gets it; one that names it (any value) keeps its own.
+    let toml = format!("[model]\npretrained = {:?}\n", dir.display().to_string());
+    let mut c = TrainConfig::from_toml_str(&toml).unwrap();
+    apply_pretrained_cfg(&mut c).unwrap();
+    assert_eq!(c.data.image_size, Some(48));
+    let mut c = TrainConfig::from_toml_str(&format!("[data]\nimage_size = 224\n{toml}")).unwrap();
+    apply_pretrained_cfg(&mut c).unwrap();
+    assert_eq!(c.data.image_size, Some(224));
+    std::fs::write(
+        dir.join("config.json"),
+        text.replace("[\n      3,\n      32,\n      32\n    ]", "[3, 48, 40]"),
+    )
+    .unwrap();
+    let mut c = config_for(&dir);
+    c.data.image_size = None;
+    let err = apply_pretrained_cfg(&mut c).unwrap_err().to_string();
+    assert!(err.contains("pretrained_cfg.input_size") && err.contains("[3, 48, 40]"), "{err}");
 
     // Bad values of the new keys name them.
     let mut c = TrainConfig::default();
@@ -198,6 +332,6 @@ fn augment_shows_the_train_transform_with_the_folders_preprocessing() {
     let got = views(&with_folder);
     assert_eq!(got, views(&by_hand));
     by_hand.data = TrainConfig::default().data;
-    by_hand.data.image_size = 32;
+    by_hand.data.image_size = Some(32);
     assert_ne!(got, views(&by_hand));
 }
