@@ -274,27 +274,53 @@ class CheckpointIo:
 E2E_EPOCHS = 2
 
 
+class MixCollate:
+    """torchvision train.py's `collate_fn = lambda batch: mixup_cutmix(*default_collate(batch))`:
+    one of Mixup(0.2) / CutMix(1.0) per batch, in the loader's workers."""
+
+    def __init__(self, num_classes):
+        from torchvision.transforms import v2
+
+        self.mix = v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=num_classes), v2.CutMix(alpha=1.0, num_classes=num_classes)])
+
+    def __call__(self, batch):
+        return self.mix(*default_collate(batch))
+
+
+class ExponentialMovingAverage(torch.optim.swa_utils.AveragedModel):
+    """torchvision's references/classification/utils.py ExponentialMovingAverage."""
+
+    def __init__(self, model, decay):
+        def ema_avg(avg_model_param, model_param, num_averaged):
+            return decay * avg_model_param + (1 - decay) * model_param
+
+        super().__init__(model, "cpu", ema_avg, use_buffers=True)
+
+
 class EndToEnd:
     """The plain PyTorch script a user would write for the recipe `torchlight train` runs:
     resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, a seeded stratified 10%
     validation split evaluated every epoch, and a checkpoint (last, and best when it improves)
-    saved every epoch."""
+    saved every epoch. `modern`: docs/recipes/modern.toml as torchvision's train.py runs it
+    (TrivialAugmentWide, RandomErasing(0.25), Mixup/CutMix in the collate_fn, label smoothing
+    0.1, ExponentialMovingAverage every 32 steps validated every epoch, a LinearLR warm-up epoch,
+    weight decay 0.05 on the >= 2-D parameters only)."""
 
-    def __init__(self, env):
+    def __init__(self, env, modern=False):
         self.data = env.data
-        self.out = os.path.join(env.scratch, "e2e_pytorch")
+        self.modern = modern
+        self.out = os.path.join(env.scratch, "e2e_modern_pytorch" if modern else "e2e_pytorch")
         os.makedirs(self.out, exist_ok=True)
 
     def run(self):
-        size = 32
-        train_tf = transforms.Compose(
-            [
-                transforms.RandomResizedCrop(size),
-                transforms.RandomHorizontalFlip(),
-                transforms.ToTensor(),
-                transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-            ]
-        )
+        size, batch, modern = 32, 32, self.modern
+        train_steps = [transforms.RandomResizedCrop(size), transforms.RandomHorizontalFlip()]
+        if modern:
+            train_steps.append(transforms.TrivialAugmentWide())
+        train_steps += [transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+        if modern:
+            train_steps.append(transforms.RandomErasing(p=0.25))
+        train_tf = transforms.Compose(train_steps)
         eval_tf = transforms.Compose(
             [
                 transforms.Resize(size * 256 // 224),
@@ -315,29 +341,65 @@ class EndToEnd:
             k = max(1, round(len(idx) * 0.1))
             val_idx += idx[:k]
             train_idx += idx[k:]
-        train_loader = DataLoader(Subset(train_set, train_idx), batch_size=32, shuffle=True, num_workers=2)
-        val_loader = DataLoader(Subset(val_set, val_idx), batch_size=32, num_workers=2)
+        classes = len(train_set.classes)
+        collate = MixCollate(classes) if modern else default_collate
+        train_loader = DataLoader(
+            Subset(train_set, train_idx), batch_size=batch, shuffle=True, num_workers=2, collate_fn=collate
+        )
+        val_loader = DataLoader(Subset(val_set, val_idx), batch_size=batch, num_workers=2)
         torch.manual_seed(0)
-        model = models.resnet18(num_classes=len(train_set.classes))
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=E2E_EPOCHS)
-        loss_fn = torch.nn.CrossEntropyLoss()
-        best = -1.0
-        for epoch in range(E2E_EPOCHS):
-            model.train()
-            for x, y in train_loader:
-                opt.zero_grad()
-                loss_fn(model(x), y).backward()
-                opt.step()
-            sched.step()
-            model.eval()
+        model = models.resnet18(num_classes=classes)
+        if modern:
+            decay = [p for p in model.parameters() if p.ndim > 1]
+            no_decay = [p for p in model.parameters() if p.ndim <= 1]
+            groups = [{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}]
+            opt = torch.optim.AdamW(groups, lr=1e-3)
+            sched = torch.optim.lr_scheduler.SequentialLR(
+                opt,
+                [
+                    torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.01, total_iters=1),
+                    torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, E2E_EPOCHS - 1)),
+                ],
+                milestones=[1],
+            )
+            ema_steps = 32
+            alpha = min(1.0, (1.0 - 0.99998) * batch * ema_steps / E2E_EPOCHS)
+            ema = ExponentialMovingAverage(model, decay=1.0 - alpha)
+        else:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=E2E_EPOCHS)
+            ema = None
+        loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1 if modern else 0.0)
+
+        def evaluate(m):
+            m.eval()
             correct = 0
             with torch.no_grad():
                 for x, y in val_loader:
-                    correct += (model(x).argmax(1) == y).sum().item()
-            acc = correct / len(val_idx)
+                    correct += (m(x).argmax(1) == y).sum().item()
+            return correct / len(val_idx)
+
+        best, best_ema = -1.0, -1.0
+        for epoch in range(E2E_EPOCHS):
+            model.train()
+            for i, (x, y) in enumerate(train_loader):
+                opt.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+                if ema is not None and i % ema_steps == 0:
+                    ema.update_parameters(model)
+                    if epoch < 1:
+                        ema.n_averaged.fill_(0)
+            sched.step()
+            acc = evaluate(model)
             last = os.path.join(self.out, "last.pt")
             state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1}
+            if ema is not None:
+                ema_acc = evaluate(ema)
+                state["model_ema"] = ema.state_dict()
+                if ema_acc > best_ema:
+                    best_ema = ema_acc
+                    torch.save(ema.module.state_dict(), os.path.join(self.out, "best_ema.pt"))
             torch.save(state, last)
             if acc > best:
                 best = acc
@@ -500,6 +562,8 @@ def build(name, env):
         return Eval()
     if name == "train_e2e_resnet18_32_w2":
         return EndToEnd(env)
+    if name == "train_e2e_modern_resnet18_32_w2":
+        return EndToEnd(env, modern=True)
     if name == "checkpoint_resnet50":
         return CheckpointIo(env)
     if name == "ema_resnet50":

@@ -164,6 +164,11 @@ const WORKLOADS: &[Workload] = &[
         heavy: true,
     },
     Workload {
+        name: "train_e2e_modern_resnet18_32_w2",
+        description: "end to end, the modern recipe: a whole `torchlight train` run of `docs/recipes/modern.toml` at the row above's sizes (resnet18 at 32 px, 2 loader workers, batch 32, 2 epochs, 10% validation split): TrivialAugmentWide, RandomErasing(0.25), Mixup/CutMix, label smoothing 0.1, the model EMA (updated every 32 steps, validated every epoch, `best_ema` saved), a warm-up epoch, no decay on 1-D parameters, checkpoint each epoch, the test split absent; vs the same as a plain PyTorch/torchvision script (`v2.RandomChoice([v2.MixUp, v2.CutMix])` in the loader's collate_fn and torchvision's `ExponentialMovingAverage`, as torchvision's train.py does)",
+        heavy: true,
+    },
+    Workload {
         name: "ema_resnet50",
         description: "one model-EMA update over resnet50's parameters and buffers (timm's ModelEmaV3 rule, decay 0.9999): `ModelEma::update` (one `_foreach_lerp_` per dtype, `_foreach_copy_` of the integer buffers) vs timm's update with `torch._foreach_lerp_` over `state_dict()`",
         heavy: false,

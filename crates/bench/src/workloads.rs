@@ -53,7 +53,8 @@ pub fn build(name: &str, env: &Env) -> Result<Box<dyn Workload>> {
         "checkpoint_resnet50" => Box::new(CheckpointIo::new(&env.scratch)?),
         "ema_resnet50" => Box::new(EmaUpdate::new()?),
         "mixup_cutmix_64_b32" => Box::new(MixBatch::new()?),
-        "train_e2e_resnet18_32_w2" => Box::new(EndToEnd::new(env)?),
+        "train_e2e_resnet18_32_w2" => Box::new(EndToEnd::new(env, Recipe::Plain)?),
+        "train_e2e_modern_resnet18_32_w2" => Box::new(EndToEnd::new(env, Recipe::Modern)?),
         other => match crate::allreduce::ALLREDUCE_WORKLOADS.iter().find(|w| w.0 == other) {
             Some(&(_, elements, count)) => crate::allreduce::build(elements, count)?,
             None => match crate::allreduce::DDP_WORKLOADS.iter().position(|w| w.0 == other) {
@@ -313,16 +314,30 @@ impl Workload for CheckpointIo {
 /// Epochs of the end-to-end run (the image count already differs between quick and full mode).
 const E2E_EPOCHS: usize = 2;
 
+/// Which recipe the end-to-end row runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Recipe {
+    /// `TrainConfig::default()` with the row's sizes: RandomResizedCrop + flip, AdamW + cosine.
+    Plain,
+    /// `docs/recipes/modern.toml` with the row's sizes: TrivialAugmentWide, RandomErasing,
+    /// Mixup/CutMix, label smoothing, the model EMA validated each epoch, a warm-up epoch.
+    Modern,
+}
+
+/// The modern recipe's file, as users copy it.
+const MODERN_TOML: &str = include_str!("../../../docs/recipes/modern.toml");
+
 /// A whole `torchlight train` run (the recipe behind the CLI, `torchlight_recipes::image::fit`):
 /// resnet18 at 32 px, 2 loader workers, batch 32, AdamW + cosine, a seeded 10% validation split
-/// evaluated every epoch, checkpoints, logs and curves written, for [`E2E_EPOCHS`] epochs. The
-/// small images make the loader and the per-step overhead, not the model, the cost.
+/// evaluated every epoch, checkpoints, logs and curves written, for [`E2E_EPOCHS`] epochs; with
+/// [`Recipe::Modern`], `docs/recipes/modern.toml` at those sizes. The small images make the
+/// loader and the per-step overhead, not the model, the cost.
 struct EndToEnd {
     config: torchlight_recipes::TrainConfig,
 }
 
 impl EndToEnd {
-    fn new(env: &Env) -> Result<Self> {
+    fn new(env: &Env, recipe: Recipe) -> Result<Self> {
         // The recipe reads `<root>/train`; the bench's ImageFolder is linked there.
         let root = env.scratch.join("e2e_data");
         std::fs::create_dir_all(&root).with_context(|| format!("{}", root.display()))?;
@@ -331,7 +346,11 @@ impl EndToEnd {
             let _ = std::fs::remove_file(&train);
             std::os::unix::fs::symlink(&env.data, &train).with_context(|| format!("{}", train.display()))?;
         }
-        let mut config = torchlight_recipes::TrainConfig::default();
+        let mut config = match recipe {
+            Recipe::Plain => torchlight_recipes::TrainConfig::default(),
+            Recipe::Modern => torchlight_recipes::TrainConfig::from_toml_str(MODERN_TOML)
+                .context("docs/recipes/modern.toml")?,
+        };
         config.data.root = root;
         config.data.image_size = Some(32);
         config.data.workers = 2;
@@ -339,7 +358,10 @@ impl EndToEnd {
         config.train.epochs = E2E_EPOCHS;
         config.train.batch_size = 32;
         config.train.device = "cpu".into();
-        config.train.out_dir = env.scratch.join("e2e_runs");
+        config.train.out_dir = env.scratch.join(match recipe {
+            Recipe::Plain => "e2e_runs",
+            Recipe::Modern => "e2e_modern_runs",
+        });
         Ok(EndToEnd { config })
     }
 }
@@ -355,5 +377,47 @@ impl Workload for EndToEnd {
             bail!("the run stopped after {} epochs", summary.epochs);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use torchlight_recipes::{AutoAugmentKind, OptimizerKind, SchedulerConfig};
+
+    /// `pytorch_bench.py`'s `EndToEnd(modern=True)` writes these values out by hand: the row's
+    /// config must be `docs/recipes/modern.toml` with exactly them, at the row's sizes.
+    #[test]
+    fn the_modern_end_to_end_row_is_modern_toml_with_the_values_the_pytorch_side_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env {
+            data: dir.path().join("images"),
+            scratch: dir.path().join("scratch"),
+            text: dir.path().into(),
+        };
+        let c = EndToEnd::new(&env, Recipe::Modern).unwrap().config;
+        c.validate().unwrap();
+        let (d, o, t) = (&c.data, &c.optim, &c.train);
+        assert_eq!((d.image_size, d.workers, d.val_fraction), (32, 2, 0.1));
+        assert_eq!((t.epochs, t.batch_size, t.seed), (E2E_EPOCHS, 32, 0));
+        assert_eq!(c.model.name, "resnet18");
+        assert!(c.model.pretrained.is_none());
+        assert_eq!((d.auto_augment, d.random_erase), (AutoAugmentKind::TaWide, 0.25));
+        assert_eq!(
+            (o.optimizer, o.lr, o.weight_decay, o.warmup_epochs),
+            (OptimizerKind::AdamW, 1e-3, 0.05, 1)
+        );
+        // Norm weights and (by the 1-D rule) biases undecayed: the script's `p.ndim > 1` split.
+        assert_eq!((o.norm_weight_decay, o.bias_weight_decay, o.layer_decay), (Some(0.0), None, None));
+        assert!(matches!(c.scheduler, SchedulerConfig::Cosine { eta_min } if eta_min == 0.0));
+        assert_eq!((t.label_smoothing, t.mixup_alpha, t.cutmix_alpha), (0.1, 0.2, 1.0));
+        assert_eq!((t.mixup_prob, t.mixup_switch_prob, t.mixup_off_epoch), (1.0, 0.5, None));
+        assert!(t.model_ema && !t.model_ema_warmup);
+        assert_eq!((t.model_ema_steps, t.model_ema_decay), (32, 0.99998));
+        assert!(!t.amp && !t.bce_loss && t.accumulation_steps == 1 && t.grad_clip.is_none());
+
+        let plain = EndToEnd::new(&env, Recipe::Plain).unwrap().config;
+        assert!(!plain.train.model_ema && plain.train.mixup_alpha == 0.0 && plain.optim.warmup_epochs == 0);
+        assert_ne!(plain.train.out_dir, c.train.out_dir);
     }
 }
