@@ -398,7 +398,7 @@ mod tests {
         let c = EndToEnd::new(&env, Recipe::Modern).unwrap().config;
         c.validate().unwrap();
         let (d, o, t) = (&c.data, &c.optim, &c.train);
-        assert_eq!((d.image_size, d.workers, d.val_fraction), (32, 2, 0.1));
+        assert_eq!((d.image_size(), d.workers, d.val_fraction), (32, 2, 0.1));
         assert_eq!((t.epochs, t.batch_size, t.seed), (E2E_EPOCHS, 32, 0));
         assert_eq!(c.model.name, "resnet18");
         assert!(c.model.pretrained.is_none());
