@@ -159,6 +159,46 @@ pub fn save(dir: impl AsRef<Path>, snapshot: &Snapshot<'_>) -> Result<()> {
     staging.commit()
 }
 
+/// Replaces the `config` in the `meta.json` of the checkpoint at `dir` (what a run records
+/// about its weights after training, e.g. a fitted temperature in the model card), atomically
+/// as [`save`] replaces a checkpoint: a folder is staged beside it with the same tensor files
+/// (hard-linked, or copied where the filesystem cannot link; they are never written in place)
+/// and the new `meta.json`, then swapped in, so a kill at any point leaves the old checkpoint
+/// or the new one. Everything else in `meta.json` (file records, progress, metrics, time)
+/// stays as it was.
+///
+/// `expected` is the metadata the caller read ([`Checkpoint::load`], [`read_meta`]): when the
+/// checkpoint on disk no longer records the same files (another process saved over it since),
+/// nothing is written and the error is [`CheckpointError::Changed`], so a value computed from
+/// one set of weights is never attached to others. Like every save, it must not run while
+/// another process writes checkpoints into the same folder.
+pub fn update_config(dir: impl AsRef<Path>, expected: &Meta, config: serde_json::Value) -> Result<()> {
+    let target = dir.as_ref();
+    let (current, mut meta) = read_meta(target)?;
+    if meta.files != expected.files {
+        return Err(CheckpointError::Changed {
+            path: target.to_path_buf(),
+            reason: "its tensor files' sizes or checksums differ from those read".into(),
+        });
+    }
+    let staging = Staging::new(target)?;
+    for (name, record) in &meta.files {
+        let (src, dst) = (current.join(name), staging.dir.join(name));
+        let found = fs::metadata(&src).map_err(io(&src))?.len();
+        if found != record.bytes {
+            return Err(CheckpointError::Truncated { path: src, expected: record.bytes, found });
+        }
+        if fs::hard_link(&src, &dst).is_err() {
+            fs::copy(&src, &dst).map_err(io(&dst))?;
+        }
+    }
+    meta.config = config;
+    let meta_path = staging.dir.join(META_FILE);
+    let text = serde_json::to_string_pretty(&meta).expect("checkpoint metadata serialises");
+    fs::write(&meta_path, text).map_err(io(&meta_path))?;
+    staging.commit()
+}
+
 /// A checkpoint read from disk and verified (sizes and checksums), ready to restore from.
 #[derive(Debug)]
 pub struct Checkpoint {

@@ -75,6 +75,15 @@ pub enum CheckpointError {
         /// The component (`optimizer state`, ...).
         what: &'static str,
     },
+    /// The checkpoint on disk is no longer the one the caller read (another process saved
+    /// over it since), so what the caller computed from it is not written into it.
+    #[error("{}: changed on disk since it was read ({reason}); nothing was written", path.display())]
+    Changed {
+        /// The checkpoint folder.
+        path: PathBuf,
+        /// What differs.
+        reason: String,
+    },
     /// libtorch failed (saving tensors, restoring generator state).
     #[error("{}: {message}", path.display())]
     Torch {

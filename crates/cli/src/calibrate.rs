@@ -2,7 +2,7 @@
 //! and the calibration of the validation and evaluated data before and after it.
 
 use crate::loaded::Loaded;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tch::{Device, Tensor};
@@ -50,6 +50,8 @@ pub struct Calibrated {
     pub val: SplitCalibration,
     pub data: SplitCalibration,
     pub png: PathBuf,
+    /// The checkpoint folder the temperature was stored in ([`store_temperature`]).
+    pub stored_in: Option<PathBuf>,
 }
 
 impl Calibrated {
@@ -63,6 +65,7 @@ impl Calibrated {
             "val": self.val.to_json(),
             "data": self.data.to_json(),
             "reliability_png": self.png,
+            "stored_in": self.stored_in,
         })
     }
 
@@ -99,6 +102,12 @@ impl Calibrated {
             }
         }
         out.push(format!("reliability diagram: {}", self.png.display()));
+        if let Some(dir) = &self.stored_in {
+            out.push(format!(
+                "temperature stored in {}: predict and export divide the logits by it",
+                dir.display()
+            ));
+        }
         out
     }
 }
@@ -188,5 +197,25 @@ pub fn calibrate(
         val: SplitCalibration::of(&val.logits, &val.labels, temperature, unit),
         data: SplitCalibration::of(logits, labels, temperature, unit),
         png: png.to_path_buf(),
+        stored_in: None,
     })
+}
+
+/// Stores `temperature` in the checkpoint `loaded` was read from, as the model card's
+/// `temperature` (the `temperature` key of `meta.json`'s `config`), through
+/// [`torchlight_checkpoint::update_config`]: the folder restaged with the same tensor files and
+/// swapped in atomically, and refused if it was saved over since it was loaded (the
+/// temperature belongs to the weights it was fitted with). Returns the folder.
+pub fn store_temperature(loaded: &Loaded, temperature: f64) -> Result<PathBuf> {
+    let Some((dir, meta)) = &loaded.saved else {
+        bail!("{}: not a checkpoint folder, so the temperature cannot be stored", loaded.from.dir.display());
+    };
+    let mut config = meta.config.clone();
+    let Some(card) = config.as_object_mut() else {
+        bail!("{}: the checkpoint's config is not a model card", dir.display());
+    };
+    card.insert("temperature".into(), serde_json::json!(temperature));
+    torchlight_checkpoint::update_config(dir, meta, config)
+        .with_context(|| format!("storing the temperature in {}", dir.display()))?;
+    Ok(dir.clone())
 }

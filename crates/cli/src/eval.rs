@@ -1,6 +1,6 @@
 //! `torchlight eval`.
 
-use crate::calibrate::calibrate;
+use crate::calibrate::{calibrate, store_temperature};
 use crate::loaded::load;
 use crate::outln;
 use anyhow::{bail, Context, Result};
@@ -33,8 +33,10 @@ pub struct Args {
     confusion_png: Option<PathBuf>,
     /// Also fit a temperature on the run's validation split (of --data when it is a split root
     /// with train/, else of the run's data.root) and report ECE, MCE, NLL and Brier score of
-    /// the validation and evaluated data before and after dividing the logits by it (image
-    /// checkpoints only).
+    /// the validation and evaluated data before and after dividing the logits by it. The
+    /// temperature is stored in the evaluated checkpoint (its model card, `meta.json`, replaced
+    /// atomically), and `predict` and `export` then divide the logits by it; eval itself
+    /// reports the model's own logits.
     #[arg(long)]
     calibrate: bool,
     /// Where --calibrate draws its reliability diagram.
@@ -102,6 +104,14 @@ pub fn run(args: Args) -> Result<()> {
             (evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?, None)
         };
         (m, calibrated, "images")
+    };
+    // The temperature travels with the checkpoint: predict and export apply it.
+    let calibrated = match calibrated {
+        Some(mut c) => {
+            c.stored_in = Some(store_temperature(&loaded, c.temperature)?);
+            Some(c)
+        }
+        None => None,
     };
     if let Some(png) = &args.confusion_png {
         plot_confusion_matrix(&m.confusion, classes, png)?;

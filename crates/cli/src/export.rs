@@ -5,15 +5,19 @@ use crate::outln;
 use anyhow::Result;
 use std::path::PathBuf;
 use tch::{Device, Kind, Tensor};
-use torchlight_export::{export_onnx, export_torchscript, OnnxOptions};
+use torchlight_export::{export_onnx, export_torchscript, export_torchscript_calibrated, OnnxOptions};
 use torchlight_recipes::image::eval_preprocessing;
 
 /// The formats `torchlight export` writes.
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum Format {
-    /// ONNX opset 17 with a dynamic batch axis and the preprocessing in its metadata.
+    /// ONNX opset 17 with a dynamic batch axis and the preprocessing in its metadata; for a
+    /// checkpoint `eval --calibrate` calibrated, the graph divides the logits by the temperature
+    /// and the metadata records it as `temperature`.
     Onnx,
-    /// Traced TorchScript (`torch.jit.load`), with a `.json` sidecar of classes and preprocessing.
+    /// Traced TorchScript (`torch.jit.load`), with a `.json` sidecar of classes and preprocessing
+    /// (and `temperature`, which the graph already divides the logits by, for a checkpoint
+    /// `eval --calibrate` calibrated).
     Torchscript,
     /// The weights alone as safetensors, under PyTorch `state_dict` keys.
     Safetensors,
@@ -69,17 +73,25 @@ pub fn run(args: Args) -> Result<()> {
     // What evaluation applied: the same description the recipe builds its transform from.
     let recipe = eval_preprocessing(&loaded.card.config);
     let side = i64::from(size);
+    // The temperature `eval --calibrate` stored: the graph divides the logits by it.
+    let temperature = loaded.card.temperature;
     match args.format {
         Format::Onnx => {
-            let options = OnnxOptions::new(&[3, side, side])
+            let mut options = OnnxOptions::new(&[3, side, side])
                 .with_fold_batch_norm(args.fold_batch_norm)
                 .with_class_names(classes)
                 .with_preprocessing(&recipe);
+            if let Some(t) = temperature {
+                options = options.with_temperature(t);
+            }
             export_onnx(loaded.model.as_ref(), &options, &args.out)?;
         }
         Format::Torchscript => {
             let example = Tensor::zeros([2, 3, side, side], (Kind::Float, Device::Cpu));
-            export_torchscript(loaded.model.as_ref(), &example, &args.out)?;
+            match temperature {
+                Some(t) => export_torchscript_calibrated(loaded.model.as_ref(), &example, t, &args.out)?,
+                None => export_torchscript(loaded.model.as_ref(), &example, &args.out)?,
+            }
             let mut sidecar = serde_json::json!({
                 "classes": classes,
                 "image_size": size,
@@ -90,6 +102,9 @@ pub fn run(args: Args) -> Result<()> {
             for (key, value) in recipe.metadata() {
                 // Numbers and lists as JSON values, words as strings.
                 sidecar[key] = serde_json::from_str(&value).unwrap_or(serde_json::Value::String(value));
+            }
+            if let Some(t) = temperature {
+                sidecar["temperature"] = serde_json::json!(t);
             }
             let path = args.out.with_extension("json");
             std::fs::write(&path, serde_json::to_string_pretty(&sidecar)?)
@@ -131,12 +146,15 @@ fn export_text(loaded: &crate::loaded::Loaded, format: Format, out: &std::path::
     };
     match format {
         Format::Onnx => {
-            let options = torchlight_export::TextOnnxOptions::new()
+            let mut options = torchlight_export::TextOnnxOptions::new()
                 .with_class_names(&card.classes)
                 .with_metadata("tokenizer_file", tokenizer_name)
                 .with_metadata("tokenizer_kind", kind)
                 .with_metadata("max_len", max_len.to_string())
                 .with_metadata("model", card.config.model.name.clone());
+            if let Some(t) = card.temperature {
+                options = options.with_temperature(t);
+            }
             torchlight_export::export_text_onnx(loaded.model.as_ref(), &options, out)?;
         }
         Format::Torchscript => {
@@ -145,8 +163,11 @@ fn export_text(loaded: &crate::loaded::Loaded, format: Format, out: &std::path::
             let example = torchlight_nn::Inputs::new()
                 .with("ids", Tensor::ones([2, 8], (Kind::Int64, Device::Cpu)))
                 .with("lengths", Tensor::from_slice(&[8i64, 5]));
-            torchlight_export::export_torchscript_inputs(model, &example, out)?;
-            let sidecar = serde_json::json!({
+            match card.temperature {
+                Some(t) => torchlight_export::export_torchscript_inputs_calibrated(model, &example, t, out)?,
+                None => torchlight_export::export_torchscript_inputs(model, &example, out)?,
+            }
+            let mut sidecar = serde_json::json!({
                 "task": "text",
                 "classes": card.classes,
                 "model": card.config.model.name,
@@ -155,6 +176,9 @@ fn export_text(loaded: &crate::loaded::Loaded, format: Format, out: &std::path::
                 "max_len": max_len,
                 "input": "forward(ids [N, T] int64 padded with 0, lengths [N] int64), T <= max_len; returns logits [N, classes]",
             });
+            if let Some(t) = card.temperature {
+                sidecar["temperature"] = serde_json::json!(t);
+            }
             let path = out.with_extension("json");
             std::fs::write(&path, serde_json::to_string_pretty(&sidecar)?)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tch::Device;
-use torchlight_checkpoint::{Checkpoint, Metric};
+use torchlight_checkpoint::{Checkpoint, Meta, Metric};
 use torchlight_nn::Module;
 use torchlight_recipes::{ModelCard, TaskKind};
 use torchlight_text::Tokenizer;
@@ -17,6 +17,10 @@ pub struct Loaded {
     pub tokenizer: Option<Arc<dyn Tokenizer>>,
     /// The checkpoint folder the weights came from, and what it was saved for.
     pub from: LoadedFrom,
+    /// The checkpoint folder asked for (a run folder's selected one) and the `meta.json` read
+    /// from it: where `eval --calibrate` stores its temperature, refused if the folder was
+    /// saved over since. `None` for a Hub folder.
+    pub saved: Option<(PathBuf, Meta)>,
 }
 
 /// Which checkpoint a command loaded: eval, predict and export say it (and put it in `--json`),
@@ -106,7 +110,8 @@ pub fn load(path: &Path, device: Device) -> Result<Loaded> {
         epoch: checkpoint.meta.progress.epoch,
         metric: checkpoint.meta.metric.clone(),
     };
-    Ok(Loaded { model, card, tokenizer, from })
+    let saved = Some((dir, checkpoint.meta.clone()));
+    Ok(Loaded { model, card, tokenizer, from, saved })
 }
 
 /// The model of a Hub model folder (`--weights DIR`, `--model` optional: the folder's
@@ -130,5 +135,5 @@ pub fn load_hub(model: Option<&str>, dir: &Path, sets: &[String], device: Device
         epoch: 0,
         metric: None,
     };
-    Ok(Loaded { model: hub.model, card: hub.card, tokenizer: None, from })
+    Ok(Loaded { model: hub.model, card: hub.card, tokenizer: None, from, saved: None })
 }

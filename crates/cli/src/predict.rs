@@ -121,7 +121,10 @@ pub fn run(args: Args) -> Result<()> {
             // On stderr: standard output keeps one line per image.
             eprintln!("{}", loaded.from);
         }
-        let source = loaded.from.to_json();
+        let mut source = loaded.from.to_json();
+        if let Some(t) = loaded.card.temperature {
+            note_temperature(&mut source, t, args.json);
+        }
         (Runner::Native(Box::new(loaded)), classes, preprocessing, Some(limit), exif, source)
     };
     if classes.is_empty() {
@@ -137,7 +140,7 @@ pub fn run(args: Args) -> Result<()> {
         let logits = {
             let _g = no_grad();
             match &runner {
-                Runner::Native(l) => l.model.forward_t(&x, false),
+                Runner::Native(l) => scaled(l.model.forward_t(&x, false), l.card.temperature),
                 Runner::Script(m) => {
                     m.forward_ts(&[x]).map_err(|e| anyhow!("{}: {e}", args.path().display()))?
                 }
@@ -182,6 +185,24 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The logits divided by the temperature `eval --calibrate` stored in the checkpoint, when
+/// there is one; the logits as they are otherwise.
+fn scaled(logits: Tensor, temperature: Option<f64>) -> Tensor {
+    match temperature {
+        Some(t) => logits / t,
+        None => logits,
+    }
+}
+
+/// Says that the probabilities are temperature-scaled: on stderr (standard output keeps one
+/// line per input), and as `temperature` in the JSON's `checkpoint`.
+fn note_temperature(source: &mut serde_json::Value, temperature: f64, json: bool) {
+    if !json {
+        eprintln!("probabilities are softmax(logits / T), T = {temperature} (stored by eval --calibrate)");
+    }
+    source["temperature"] = serde_json::json!(temperature);
+}
+
 /// The `k` most probable classes of one input's logits `[1, C]`, with their softmax
 /// probabilities, most probable first.
 fn top_classes(logits: &Tensor, k: i64, classes: &[String]) -> Result<Vec<(String, f64)>> {
@@ -224,7 +245,11 @@ fn run_text(args: &Args, loaded: crate::loaded::Loaded, device: Device) -> Resul
     if !args.json {
         eprintln!("{}", loaded.from);
     }
-    let source = loaded.from.to_json();
+    let mut source = loaded.from.to_json();
+    let temperature = loaded.card.temperature;
+    if let Some(t) = temperature {
+        note_temperature(&mut source, t, args.json);
+    }
     let k = args.top_k.clamp(1, classes.len()) as i64;
     let classify = |input: &TextInput| -> Result<Vec<(String, f64)>> {
         let text = match input {
@@ -232,7 +257,7 @@ fn run_text(args: &Args, loaded: crate::loaded::Loaded, device: Device) -> Resul
             TextInput::File(p) => torchlight_text::read_document(p)?,
         };
         let inputs = text::document_inputs(tokenizer, &text, max_len).with_context(|| input.name(true))?;
-        let logits = text::text_logits(loaded.model.as_ref(), &inputs, device)?;
+        let logits = scaled(text::text_logits(loaded.model.as_ref(), &inputs, device)?, temperature);
         top_classes(&logits, k, classes)
     };
     let inputs: Vec<TextInput> = args

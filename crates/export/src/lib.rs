@@ -14,6 +14,11 @@
 //!   `torch.jit.load(path)(ids, lengths)` gives the logits at any batch size and length.
 //!   onnxruntime agrees with `forward_inputs` to 1e-5 (measured: at most 1.2e-7 on logits of
 //!   order 1), `torch.jit` exactly.
+//! - Temperature scaling: [`OnnxOptions::with_temperature`] and
+//!   [`TextOnnxOptions::with_temperature`] put a `Div` by the temperature after the logits
+//!   and record it as the `temperature` metadata entry;
+//!   [`export_torchscript_calibrated`] and [`export_torchscript_inputs_calibrated`] trace the
+//!   division into the TorchScript graph.
 //! - [`EvalPreprocessing`] (torchlight-vision's, re-exported): the evaluation recipe both
 //!   carry, so a deployer need not guess it.
 
@@ -29,4 +34,7 @@ pub use onnx::{
     OnnxGraph, OnnxOptions, OnnxValue, TextOnnxOptions, OPSET,
 };
 pub use torchlight_vision::{CropMode, EvalPreprocessing, InterpolationMode};
-pub use torchscript::{export_torchscript, export_torchscript_inputs, load_torchscript};
+pub use torchscript::{
+    export_torchscript, export_torchscript_calibrated, export_torchscript_inputs,
+    export_torchscript_inputs_calibrated, load_torchscript,
+};

@@ -43,6 +43,10 @@ pub struct OnnxOptions {
     pub fold_batch_norm: bool,
     /// `metadata_props` entries, e.g. class names and normalisation, for consumers.
     pub metadata: Vec<(String, String)>,
+    /// A temperature the graph divides the model's logits by (temperature scaling, Guo et al.
+    /// 2017), recorded as the `temperature` metadata entry; `None` (the default) leaves the
+    /// logits as the model gives them and records nothing.
+    pub temperature: Option<f64>,
 }
 
 impl OnnxOptions {
@@ -54,7 +58,15 @@ impl OnnxOptions {
             input_shape: input_shape.to_vec(),
             fold_batch_norm: false,
             metadata: Vec::new(),
+            temperature: None,
         }
+    }
+    /// Divides the output logits by `temperature` in the graph (a `Div` by the scalar
+    /// initializer `temperature`, after the model's last node), and records it as the
+    /// `temperature` metadata entry.
+    pub fn with_temperature(mut self, temperature: f64) -> Self {
+        self.temperature = Some(temperature);
+        self
     }
     /// Fold BatchNorm into the preceding convolutions.
     pub fn with_fold_batch_norm(mut self, fold: bool) -> Self {
@@ -320,6 +332,13 @@ impl Builder {
 
     fn scalar(&mut self, name: &str, value: f32) -> String {
         self.initializer(name.to_string(), &Tensor::from(value))
+    }
+
+    /// `logits / temperature`: a `Div` by the scalar initializer `temperature` (float32, as
+    /// libtorch divides a float32 tensor by a scalar); returns its output.
+    fn divide_by_temperature(&mut self, logits: String, temperature: f64) -> String {
+        let t = self.scalar("temperature", temperature as f32);
+        self.node("Div", "temperature", vec![logits, t], vec![])
     }
 
     /// Exports `module` at `path` applied to `x`.
@@ -653,7 +672,10 @@ pub fn onnx_model(model: &dyn Module, options: &OnnxOptions) -> Result<ModelProt
     let mut builder =
         Builder { fold: options.fold_batch_norm, nodes: Vec::new(), initializers: Vec::new(), next_id: 0 };
     let input = Value { name: options.input_name.clone(), rank: Some(options.input_shape.len() + 1) };
-    let out = builder.module("", model, input)?;
+    let mut out = builder.module("", model, input)?;
+    if let Some(t) = options.temperature {
+        out = Value { name: builder.divide_by_temperature(out.name, t), rank: out.rank };
+    }
     // Rename the last node's output to the requested output name.
     let last = builder.nodes.iter_mut().rev().find(|n| n.output.contains(&out.name));
     match last {
@@ -692,6 +714,9 @@ pub fn onnx_model(model: &dyn Module, options: &OnnxOptions) -> Result<ModelProt
         .iter()
         .map(|(k, v)| StringStringEntryProto { key: k.clone(), value: v.clone() })
         .collect();
+    if let Some(t) = options.temperature {
+        metadata_props.push(StringStringEntryProto { key: "temperature".into(), value: format!("{t}") });
+    }
     let size = options.input_shape.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
     metadata_props.push(StringStringEntryProto { key: "input_size".into(), value: format!("[{size}]") });
     Ok(ModelProto {

@@ -58,6 +58,10 @@ pub struct TextOnnxOptions {
     pub output_name: String,
     /// `metadata_props` entries, e.g. class names and the tokenizer, for consumers.
     pub metadata: Vec<(String, String)>,
+    /// A temperature the graph divides the logits by, recorded as the `temperature` metadata
+    /// entry, as [`OnnxOptions::temperature`](crate::OnnxOptions::temperature); `None` by
+    /// default.
+    pub temperature: Option<f64>,
 }
 
 impl Default for TextOnnxOptions {
@@ -74,7 +78,15 @@ impl TextOnnxOptions {
             lengths_name: "lengths".into(),
             output_name: "logits".into(),
             metadata: Vec::new(),
+            temperature: None,
         }
+    }
+
+    /// Divides the output logits by `temperature` in the graph, and records it as the
+    /// `temperature` metadata entry.
+    pub fn with_temperature(mut self, temperature: f64) -> Self {
+        self.temperature = Some(temperature);
+        self
     }
 
     /// Records the class names (index order) as `class_names`, a JSON array.
@@ -424,6 +436,13 @@ pub fn text_onnx_model(model: &dyn Module, options: &TextOnnxOptions) -> Result<
         builder.transformer(m, &inputs)?
     } else {
         unreachable!("text_classes checked the kind")
+    };
+    let out = match options.temperature {
+        Some(t) => {
+            metadata.push(("temperature".into(), format!("{t}")));
+            Value { name: builder.divide_by_temperature(out.name, t), rank: out.rank }
+        }
+        None => out,
     };
     let last = builder.nodes.iter_mut().rev().find(|n| n.output.contains(&out.name));
     last.expect("the head is a node of the graph").output = vec![options.output_name.clone()];

@@ -26,6 +26,23 @@ pub fn export_torchscript(model: &dyn Module, example: &Tensor, path: impl AsRef
     })
 }
 
+/// [`export_torchscript`] with the logits divided by `temperature` inside the traced graph
+/// (temperature scaling: an `aten::div` by the constant after the model's forward), so
+/// `softmax` of the module's output gives the calibrated probabilities.
+///
+/// # Errors
+/// As [`export_torchscript`].
+pub fn export_torchscript_calibrated(
+    model: &dyn Module,
+    example: &Tensor,
+    temperature: f64,
+    path: impl AsRef<Path>,
+) -> Result<()> {
+    trace_to(model, path.as_ref(), &mut |traced, tmp| {
+        trace_and_save(traced, example, &mut |x| model.forward_t(x, false) / temperature, tmp)
+    })
+}
+
 /// Traces a model of several inputs (a [`MultiInput`], e.g. a text classifier) in eval mode
 /// through [`MultiInput::forward_inputs`] on `example`, and saves the TorchScript module to
 /// `path` as [`export_torchscript`] does. The module's `forward` takes the inputs as positional
@@ -46,15 +63,42 @@ pub fn export_torchscript_inputs(
     example: &Inputs,
     path: impl AsRef<Path>,
 ) -> Result<()> {
+    trace_inputs(model, example, None, path.as_ref())
+}
+
+/// [`export_torchscript_inputs`] with the logits divided by `temperature` inside the traced
+/// graph, as [`export_torchscript_calibrated`].
+///
+/// # Errors
+/// As [`export_torchscript_inputs`].
+pub fn export_torchscript_inputs_calibrated(
+    model: &dyn MultiInput,
+    example: &Inputs,
+    temperature: f64,
+    path: impl AsRef<Path>,
+) -> Result<()> {
+    trace_inputs(model, example, Some(temperature), path.as_ref())
+}
+
+fn trace_inputs(
+    model: &dyn MultiInput,
+    example: &Inputs,
+    temperature: Option<f64>,
+    path: &Path,
+) -> Result<()> {
     let names: Vec<String> = example.iter().map(|(name, _)| name.to_string()).collect();
     let examples: Vec<(&str, &Tensor)> = example.iter().collect();
-    trace_to(model, path.as_ref(), &mut |traced, tmp| {
+    trace_to(model, path, &mut |traced, tmp| {
         let forward = &mut |tensors: &[Tensor]| {
             let inputs = names
                 .iter()
                 .zip(tensors)
                 .fold(Inputs::new(), |inputs, (name, t)| inputs.with(name.clone(), t.shallow_clone()));
-            model.forward_inputs(&inputs, false).unwrap_or_else(|e| panic!("{e}"))
+            let logits = model.forward_inputs(&inputs, false).unwrap_or_else(|e| panic!("{e}"));
+            match temperature {
+                Some(t) => logits / t,
+                None => logits,
+            }
         };
         trace_and_save_inputs(traced, &examples, forward, tmp)
     })

@@ -31,6 +31,13 @@ pub struct ModelCard {
     /// takes the one of the run folder the checkpoint sits in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<CardTokenizer>,
+    /// The temperature `torchlight eval --calibrate` fitted on the validation split
+    /// (temperature scaling, Guo et al. 2017), which predict and export divide the logits by;
+    /// `None` for an uncalibrated checkpoint (left out of its JSON, which reads as before),
+    /// whose logits are used as they are. Training never writes it: a checkpoint saved over
+    /// holds new weights, uncalibrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
 }
 
 /// The tokenizer a text checkpoint carries: the JSON its run folder saved ([`load_tokenizer`]'s
@@ -160,7 +167,13 @@ mod tests {
     fn card(task: TaskKind) -> ModelCard {
         let mut config = TrainConfig::default();
         config.train.task = task;
-        ModelCard { config, classes: vec!["a".into(), "b".into()], schedule_start: 0, tokenizer: None }
+        ModelCard {
+            config,
+            classes: vec!["a".into(), "b".into()],
+            schedule_start: 0,
+            tokenizer: None,
+            temperature: None,
+        }
     }
 
     #[test]
@@ -168,6 +181,7 @@ mod tests {
         let image = card(TaskKind::Image);
         let json = serde_json::to_value(&image).unwrap();
         assert!(json.get("tokenizer").is_none(), "an image card has no tokenizer key: {json}");
+        assert!(json.get("temperature").is_none(), "an uncalibrated card has no temperature key: {json}");
         // A card written before `tokenizer` (and `schedule_start`) existed.
         let mut old = json.clone();
         old.as_object_mut().unwrap().remove("schedule_start");

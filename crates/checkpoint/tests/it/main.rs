@@ -6,6 +6,7 @@ mod manager;
 mod python;
 mod resume;
 mod retention;
+mod update;
 
 use rand::Rng as _;
 use std::path::PathBuf;

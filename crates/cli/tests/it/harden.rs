@@ -25,7 +25,7 @@ pub(crate) fn tiny_run(dir: &Path) -> (PathBuf, PathBuf) {
     // Initialised as train would (ModelCard::build_model leaves the tensors for a restore).
     let model = torchlight_recipes::build_model(&config, 3, tch::Device::Cpu).unwrap();
     let classes = vec!["circle".into(), "cross".into(), "star".into()];
-    let card = ModelCard { config, classes, schedule_start: 0, tokenizer: None };
+    let card = ModelCard { config, classes, schedule_start: 0, tokenizer: None, temperature: None };
     let checkpoint = dir.join("checkpoint");
     let snapshot = torchlight_checkpoint::Snapshot {
         config: serde_json::to_value(&card).unwrap(),

@@ -216,8 +216,13 @@ fn train_run(
     let span = (t.epochs as u64).saturating_sub(schedule_start).max(1);
     let scheduler = build_scheduler(&config, optimizer.as_mut(), steps_per_epoch, span)?;
     let plateau = build_plateau(&config, optimizer.as_ref())?;
-    let card =
-        ModelCard { config: config.clone(), classes: classes.clone(), schedule_start, tokenizer: None };
+    let card = ModelCard {
+        config: config.clone(),
+        classes: classes.clone(),
+        schedule_start,
+        tokenizer: None,
+        temperature: None,
+    };
     let step = crate::doctor::step_config(&config);
     let mut builder = Trainer::builder()
         .device(device)

@@ -89,6 +89,6 @@ pub fn load_hub_model(
     let report = load_weights(model.as_ref(), dir, &LoadOptions::strict().strip_wrappers())?;
     check_finite(model.as_ref(), &report, dir)?;
     to_device(model.as_ref(), device);
-    let card = ModelCard { config, classes, schedule_start: 0, tokenizer: None };
+    let card = ModelCard { config, classes, schedule_start: 0, tokenizer: None, temperature: None };
     Ok(HubModel { model, card, folder, preprocessing_line })
 }

@@ -236,6 +236,7 @@ fn train_model<M: Module + MultiInput>(mut model: M, r: Run, progress: &Progress
         classes: classes.clone(),
         schedule_start,
         tokenizer: Some(card_tokenizer),
+        temperature: None,
     };
     let step = crate::doctor::step_config(&config);
     let mut builder = Trainer::builder()
