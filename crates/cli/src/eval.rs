@@ -7,11 +7,14 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::Subset;
-use torchlight_recipes::image::{eval_preprocessing, evaluate, evaluate_with_logits, loader};
+use torchlight_recipes::image::{eval_preprocessing, evaluate, evaluate_with_logits, loader, Evaluated};
 use torchlight_recipes::text;
 use torchlight_tensor::DeviceSpec;
-use torchlight_train::{plot_confusion_matrix, ClassificationReport, Progress};
-use torchlight_vision::ImageFolder;
+use torchlight_train::{
+    plot_confusion_matrix, plot_errors, worst_misclassified, ClassificationReport, ErrorTile, Misclassified,
+    Progress,
+};
+use torchlight_vision::{decode_file_with, DecodeOptions, ImageFolder};
 
 /// Options of `torchlight eval`.
 #[derive(clap::Args)]
@@ -44,7 +47,10 @@ pub struct Args {
     reliability_png: PathBuf,
     /// Also write the per-class report (precision, recall, F1 and support per class, their
     /// macro and weighted averages: scikit-learn's `classification_report`; and the
-    /// most-confused class pairs) into this folder as `report.json` and `report.csv`.
+    /// most-confused class pairs) into this folder as `report.json` and `report.csv`; for an
+    /// image checkpoint also `errors.png`, the 16 misclassified images with the highest
+    /// confidence in their wrong class (true class, predicted class, confidence, file), where
+    /// label errors show first.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
     /// Print the results as JSON (the count under `images`, or `documents` for a text model;
@@ -56,6 +62,9 @@ pub struct Args {
 /// The most-confused class pairs printed and written (`report.json`'s `most_confused`).
 const MOST_CONFUSED: usize = 10;
 
+/// The misclassified images `--report` draws into `errors.png`, most confident first.
+const WORST_ERRORS: usize = 16;
+
 pub fn run(args: Args) -> Result<()> {
     let device = args.device.parse::<DeviceSpec>()?.resolve()?;
     let loaded = load(&args.checkpoint, device)?;
@@ -64,6 +73,8 @@ pub fn run(args: Args) -> Result<()> {
     let dir = data_folder(&args.data)?;
     let progress = if args.json { Progress::quiet() } else { Progress::auto() };
     // What is counted: a text model reads documents, an image model images.
+    // An image evaluation's files and logits, for `errors.png` (`--report`).
+    let mut image_logits: Option<(Vec<(PathBuf, i64)>, Evaluated)> = None;
     let (m, calibrated, unit) = if let Some(tokenizer) = &loaded.tokenizer {
         let folder = text::open_eval_folder(&dir, config, classes)?;
         check_classes(&dir, folder.classes(), classes)?;
@@ -86,9 +97,10 @@ pub fn run(args: Args) -> Result<()> {
             .with_transform(eval_preprocessing(config).transform());
         check_classes(&dir, folder.classes(), classes)?;
         let n = torchlight_data::Dataset::len(&folder);
+        let samples = folder.samples().to_vec();
         let split = Subset::new(Arc::new(folder), (0..n).collect())?;
         let mut batches = loader(split, config, false, device)?;
-        let (m, calibrated) = if args.calibrate {
+        let (m, calibrated) = if args.calibrate || args.report.is_some() {
             let e = evaluate_with_logits(
                 loaded.model.as_ref(),
                 &mut batches,
@@ -98,8 +110,14 @@ pub fn run(args: Args) -> Result<()> {
                 &progress,
             )?;
             let name = if dir.ends_with("test") { "test" } else { "data" };
-            let c = calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?;
-            (e.summary, Some(c))
+            let c = if args.calibrate {
+                Some(calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?)
+            } else {
+                None
+            };
+            let m = e.summary.clone();
+            image_logits = Some((samples, e));
+            (m, c)
         } else {
             (evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?, None)
         };
@@ -119,8 +137,15 @@ pub fn run(args: Args) -> Result<()> {
     let per_class = m.confusion.per_class_accuracy();
     let support = m.confusion.support();
     let report = ClassificationReport::from_confusion(&m.confusion);
+    let mut errors = None;
     if let Some(out) = &args.report {
         write_report(&report, classes, out)?;
+        if let Some((samples, e)) = &image_logits {
+            // Ranked by the confidence predict reports: the logits divided by the temperature
+            // the checkpoint now holds, if any.
+            let temperature = calibrated.as_ref().map(|c| c.temperature).or(loaded.card.temperature);
+            errors = Some(write_errors_png(samples, e, temperature, classes, config, out)?);
+        }
     }
     if args.json {
         let mut json = serde_json::json!({
@@ -139,6 +164,9 @@ pub fn run(args: Args) -> Result<()> {
         if let Some(c) = &calibrated {
             json["calibration"] = c.to_json();
         }
+        if let Some(e) = &errors {
+            json["errors"] = e.to_json(classes);
+        }
         outln!("{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(());
     }
@@ -154,6 +182,14 @@ pub fn run(args: Args) -> Result<()> {
     for (name, row) in classes.iter().zip(m.confusion.rows()) {
         let cells: Vec<String> = row.iter().map(|c| format!("{c:>6}")).collect();
         outln!("{name:<width$}  {}", cells.join(""))?;
+    }
+    if let Some(e) = &errors {
+        outln!(
+            "\n{}: the {} most confident of {} misclassified images",
+            e.png.display(),
+            e.worst.len(),
+            e.wrong
+        )?;
     }
     if let Some(c) = &calibrated {
         let name = if dir.ends_with("test") { "test" } else { "data" };
@@ -177,6 +213,102 @@ fn write_report(report: &ClassificationReport, classes: &[String], dir: &Path) -
         std::fs::rename(&tmp, &path).with_context(|| format!("could not write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// `errors.png` of `--report`: the worst misclassified images, and what they are.
+struct Errors {
+    png: PathBuf,
+    /// Misclassified images in all.
+    wrong: usize,
+    /// The drawn ones, most confident first, with their files.
+    worst: Vec<(PathBuf, Misclassified)>,
+    temperature: Option<f64>,
+}
+
+impl Errors {
+    fn to_json(&self, classes: &[String]) -> serde_json::Value {
+        let worst: Vec<_> = self
+            .worst
+            .iter()
+            .map(|(path, m)| {
+                serde_json::json!({
+                    "image": path,
+                    "true": classes[m.label],
+                    "predicted": classes[m.predicted],
+                    "confidence": m.confidence,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "png": self.png,
+            "misclassified": self.wrong,
+            "temperature": self.temperature,
+            "worst": worst,
+        })
+    }
+}
+
+/// Draws `DIR/errors.png`: the [`WORST_ERRORS`] misclassified images of `samples` (the
+/// evaluated folder's files, in the evaluation's order) with the highest confidence in their
+/// wrong class, the softmax of the logits divided by `temperature` when there is one.
+fn write_errors_png(
+    samples: &[(PathBuf, i64)],
+    evaluated: &Evaluated,
+    temperature: Option<f64>,
+    classes: &[String],
+    config: &torchlight_recipes::TrainConfig,
+    dir: &Path,
+) -> Result<Errors> {
+    let labels = Vec::<i64>::try_from(&evaluated.labels)?;
+    let files: Vec<i64> = samples.iter().map(|(_, label)| *label).collect();
+    if labels != files {
+        bail!(
+            "errors.png: the evaluation gave {} labels for {} images, not each image's in order (images skipped as unreadable?)",
+            labels.len(),
+            samples.len()
+        );
+    }
+    let logits = match temperature {
+        Some(t) => &evaluated.logits / t,
+        None => evaluated.logits.shallow_clone(),
+    };
+    let wrong = worst_misclassified(&logits, &evaluated.labels, usize::MAX).len();
+    let worst = worst_misclassified(&logits, &evaluated.labels, WORST_ERRORS);
+    let decode = DecodeOptions::default()
+        .with_max_pixels(config.data.pixel_limit())
+        .with_exif_transpose(config.data.exif_transpose);
+    let mut tiles = Vec::new();
+    for m in &worst {
+        let path = &samples[m.index].0;
+        let image = decode_file_with(path, &decode)?;
+        // `class/file`: the folder it sits in says its label.
+        let name = path
+            .strip_prefix(path.parent().and_then(Path::parent).unwrap_or(Path::new("")))
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        tiles.push(ErrorTile {
+            rgb: image.pixels().to_vec(),
+            width: image.width() as u32,
+            height: image.height() as u32,
+            lines: vec![
+                format!("true: {}", classes[m.label]),
+                format!("predicted: {}", classes[m.predicted]),
+                format!("confidence {:.1}%", 100.0 * m.confidence),
+                name,
+            ],
+        });
+    }
+    let scaled = temperature.map_or_else(String::new, |t| format!(", logits / T, T = {t:.3}"));
+    let title = format!(
+        "Most confident errors: {} of {wrong} misclassified, of {} images{scaled}",
+        worst.len(),
+        samples.len()
+    );
+    let png = dir.join("errors.png");
+    plot_errors(&title, &tiles, &png)?;
+    let worst = worst.into_iter().map(|m| (samples[m.index].0.clone(), m)).collect();
+    Ok(Errors { png, wrong, worst, temperature })
 }
 
 /// The classes of the evaluated folder must be the checkpoint's, in the same order.

@@ -56,15 +56,17 @@ pub use error::{Result, TrainError};
 pub use lr_finder::{gradient, suggest, LossSmoother, LrFindConfig, LrFindMode, LrFinder};
 pub use metrics::{
     brier_score, calibration_scores, expected_calibration_error, fit_temperature, maximum_calibration_error,
-    negative_log_likelihood, reliability_bins, Accuracy, Calibration, CalibrationScores, ClassScores,
-    ClassificationMetrics, ClassificationReport, Confusion, ConfusionMatrix, ConfusionMatrixMetric,
-    MeanAbsoluteError, MeanAveragePrecision, Metric, MetricSet, MetricsSummary, MultiLabelF1, Reduction,
-    ReliabilityBin, RootMeanSquaredError, TopKAccuracy, CALIBRATION_BINS, TEMPERATURE_RANGE,
+    negative_log_likelihood, reliability_bins, worst_misclassified, Accuracy, Calibration, CalibrationScores,
+    ClassScores, ClassificationMetrics, ClassificationReport, Confusion, ConfusionMatrix,
+    ConfusionMatrixMetric, MeanAbsoluteError, MeanAveragePrecision, Metric, MetricSet, MetricsSummary,
+    Misclassified, MultiLabelF1, Reduction, ReliabilityBin, RootMeanSquaredError, TopKAccuracy,
+    CALIBRATION_BINS, TEMPERATURE_RANGE,
 };
 pub use mixup::{Mixed, MixupCutMix};
 pub use plot::{
-    confusion_matrix_size, plot_confusion_matrix, plot_curves, plot_reliability, ReliabilityPanel,
-    CURVES_SIZE, LR_FINDER_SIZE, RELIABILITY_PANEL_SIZE,
+    confusion_matrix_size, errors_grid_size, plot_confusion_matrix, plot_curves, plot_errors,
+    plot_reliability, ErrorTile, ReliabilityPanel, CURVES_SIZE, ERROR_TILE, LR_FINDER_SIZE,
+    RELIABILITY_PANEL_SIZE,
 };
 pub use progress::Progress;
 pub use record::EpochRecord;

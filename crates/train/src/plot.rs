@@ -1,6 +1,6 @@
 //! PNG plots of a run: `curves.png` (loss and a metric per epoch, train vs val), the
-//! confusion matrix as a labelled heat map, reliability diagrams (`reliability.png`) and the lr
-//! range test's curve (`lr_finder.png`).
+//! confusion matrix as a labelled heat map, reliability diagrams (`reliability.png`), the lr
+//! range test's curve (`lr_finder.png`) and a grid of captioned images (`errors.png`).
 //!
 //! Text is drawn with DejaVu Sans compiled into the crate (`assets/DejaVuSans.ttf`, Bitstream
 //! Vera licence in `assets/LICENSE-DejaVu.txt`), so plots look the same on any machine and need
@@ -281,6 +281,130 @@ fn draw_confusion(
     ))?;
     root.present()?;
     Ok(())
+}
+
+/// One image of [`plot_errors`]: its RGB pixels and the caption lines under it.
+#[derive(Debug, Clone)]
+pub struct ErrorTile {
+    /// Row-major RGB pixels, `width * height * 3` bytes.
+    pub rgb: Vec<u8>,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// The caption, a line each (at most four are drawn): for `eval --report`, the true
+    /// class, the predicted class, the confidence and the file name. The second line is drawn
+    /// in red, the fourth smaller in grey.
+    pub lines: Vec<String>,
+}
+
+/// The side of the square each image of [`plot_errors`] is fitted into (aspect kept).
+pub const ERROR_TILE: u32 = 200;
+const ERROR_COLUMNS: usize = 4;
+const ERROR_PAD: u32 = 16;
+const ERROR_TITLE: u32 = 44;
+const ERROR_LINE: u32 = 19;
+const ERROR_CAPTION: u32 = 4 * ERROR_LINE + 6;
+
+/// Image size of [`plot_errors`] with `n` tiles: four a row, one row at least.
+pub fn errors_grid_size(n: usize) -> (u32, u32) {
+    let cols = n.clamp(1, ERROR_COLUMNS) as u32;
+    let rows = n.div_ceil(ERROR_COLUMNS).max(1) as u32;
+    (
+        ERROR_PAD + cols * (ERROR_TILE + ERROR_PAD),
+        ERROR_TITLE + rows * (ERROR_TILE + ERROR_CAPTION + ERROR_PAD),
+    )
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+fn fit_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('\u{2026}');
+    out
+}
+
+/// Draws `tiles` in a grid, four a row, under `title`: each image scaled to fit a
+/// [`ERROR_TILE`]-pixel square (aspect kept, centred, framed) with its caption lines below.
+/// No tiles draws the title and "no misclassified images".
+///
+/// # Panics
+/// When a tile's `rgb` is not `width * height * 3` bytes.
+pub fn plot_errors(title: &str, tiles: &[ErrorTile], path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    register_font();
+    let (w, h) = errors_grid_size(tiles.len());
+    let mut buffer = vec![255u8; (w * h * 3) as usize];
+    let origin = |i: usize| {
+        let (col, row) = ((i % ERROR_COLUMNS) as u32, (i / ERROR_COLUMNS) as u32);
+        (
+            ERROR_PAD + col * (ERROR_TILE + ERROR_PAD),
+            ERROR_TITLE + row * (ERROR_TILE + ERROR_CAPTION + ERROR_PAD),
+        )
+    };
+    // The images, copied in first: the text and frames are drawn over the buffer after.
+    let mut frames = Vec::new();
+    for (i, tile) in tiles.iter().enumerate() {
+        let image = image::RgbImage::from_raw(tile.width, tile.height, tile.rgb.clone())
+            .expect("a tile's rgb is width * height * 3 bytes");
+        let scale = f64::from(ERROR_TILE) / f64::from(tile.width.max(tile.height).max(1));
+        let (tw, th) = (
+            ((f64::from(tile.width) * scale).round() as u32).clamp(1, ERROR_TILE),
+            ((f64::from(tile.height) * scale).round() as u32).clamp(1, ERROR_TILE),
+        );
+        let scaled = image::imageops::resize(&image, tw, th, image::imageops::FilterType::Triangle);
+        let (x0, y0) = origin(i);
+        let (x0, y0) = (x0 + (ERROR_TILE - tw) / 2, y0 + (ERROR_TILE - th) / 2);
+        for (x, y, pixel) in scaled.enumerate_pixels() {
+            let at = (((y0 + y) * w + x0 + x) * 3) as usize;
+            buffer[at..at + 3].copy_from_slice(&pixel.0);
+        }
+        frames.push((x0, y0, tw, th));
+    }
+    {
+        let root = BitMapBackend::with_buffer(&mut buffer, (w, h)).into_drawing_area();
+        let draw = || -> DrawResult<()> {
+            let text = |size: u32| TextStyle::from((FAMILY, size).into_font()).color(&BLACK);
+            root.draw(&Text::new(
+                fit_chars(title, (w / 11) as usize),
+                (w as i32 / 2, ERROR_TITLE as i32 / 2),
+                text(20).pos(Pos::new(HPos::Center, VPos::Center)),
+            ))?;
+            if tiles.is_empty() {
+                root.draw(&Text::new(
+                    "no misclassified images",
+                    (w as i32 / 2, (ERROR_TITLE + ERROR_TILE / 2) as i32),
+                    text(16).pos(Pos::new(HPos::Center, VPos::Center)),
+                ))?;
+            }
+            for (i, (tile, &(fx, fy, fw, fh))) in tiles.iter().zip(&frames).enumerate() {
+                let (fx, fy) = (fx as i32, fy as i32);
+                root.draw(&Rectangle::new(
+                    [(fx - 1, fy - 1), (fx + fw as i32, fy + fh as i32)],
+                    RGBColor(160, 160, 160).stroke_width(1),
+                ))?;
+                let (x0, y0) = origin(i);
+                for (j, line) in tile.lines.iter().take(4).enumerate() {
+                    let (size, color, per_char) = match j {
+                        1 => (15, GAP_COLOR, 8),
+                        3 => (13, RGBColor(100, 100, 100), 7),
+                        _ => (15, BLACK, 8),
+                    };
+                    root.draw(&Text::new(
+                        fit_chars(line, (ERROR_TILE / per_char) as usize),
+                        (x0 as i32, (y0 + ERROR_TILE + 6 + j as u32 * ERROR_LINE) as i32),
+                        text(size).color(&color).pos(Pos::new(HPos::Left, VPos::Top)),
+                    ))?;
+                }
+            }
+            root.present()?;
+            Ok(())
+        };
+        draw().map_err(|e| plot_error(path, e))?;
+    }
+    save_png(path, buffer, (w, h))
 }
 
 /// One panel of [`plot_reliability`]: a title (e.g. `test, T = 1.00: ECE 0.081`) and the bins

@@ -1,6 +1,6 @@
 //! `torchlight eval --calibrate` on a tiny trained run: the temperature, the scores before and
 //! after in the text and JSON output, and `reliability.png`; the temperature stored in the
-//! checkpoint and applied by `predict` and `export`.
+//! checkpoint and applied by `predict` and `export`; `--report`'s `errors.png`.
 
 use super::{fails, ok, s, temp};
 use serde_json::Value;
@@ -166,12 +166,13 @@ fn a_calibrated_checkpoint_carries_its_temperature_into_predict_and_export() {
     ok(&args);
     let run = runs.join("exp_001");
     let best = run.join("checkpoints/best");
-    let mut images: Vec<PathBuf> = std::fs::read_dir(data.join("test"))
+    // The test split in ImageFolder's order (classes, then files, sorted).
+    let mut test_images: Vec<PathBuf> = std::fs::read_dir(data.join("test"))
         .unwrap()
         .flat_map(|class| std::fs::read_dir(class.unwrap().path()).unwrap().map(|f| f.unwrap().path()))
         .collect();
-    images.sort();
-    images.truncate(7);
+    test_images.sort();
+    let images = test_images[..7].to_vec();
     let classes = ModelCard::from_checkpoint(&Checkpoint::load(&best).unwrap()).unwrap().classes;
     let (x, logits) = model_logits(&best, &images);
     let checks = dir.join("exports");
@@ -254,5 +255,49 @@ fn a_calibrated_checkpoint_carries_its_temperature_into_predict_and_export() {
     let recorded = meta_of("calibrated__cli.onnx");
     assert_eq!(recorded.len(), 1, "{out}");
     assert_eq!(recorded[0].parse::<f64>().unwrap(), t);
+
+    // `--report DIR` also draws errors.png: the misclassified test images with the highest
+    // confidence (softmax of logits / T, the checkpoint's T), most confident first.
+    let report = dir.join("report");
+    let mut args = vec!["eval", "--checkpoint", &run_s, "--data", &data_s, "--device", "cpu"];
+    let report_s = s(&report);
+    args.extend(["--report", &report_s, "--json"]);
+    let json: Value = serde_json::from_str(&ok(&args)).unwrap();
+    let (_, all_logits) = model_logits(&best, &test_images);
+    let labels: Vec<i64> = test_images
+        .iter()
+        .map(|p| {
+            let class = p.parent().unwrap().file_name().unwrap().to_str().unwrap();
+            classes.iter().position(|c| c == class).unwrap() as i64
+        })
+        .collect();
+    let labels = Tensor::from_slice(&labels);
+    let expected = torchlight_train::worst_misclassified(&(&all_logits / t), &labels, 16);
+    let errors = &json["errors"];
+    assert_eq!(errors["temperature"].as_f64(), Some(t), "{errors}");
+    let wrong = (all_logits.argmax(1, false) - &labels).count_nonzero(0).int64_value(&[]);
+    assert_eq!(errors["misclassified"].as_i64(), Some(wrong), "{errors}");
+    let worst = errors["worst"].as_array().unwrap();
+    assert_eq!(worst.len(), expected.len(), "{errors}");
+    eprintln!("errors.png: {} of {wrong} misclassified of {} test images", worst.len(), test_images.len());
+    for (got, want) in worst.iter().zip(&expected) {
+        assert_eq!(got["image"], s(&test_images[want.index]), "{errors}");
+        assert_eq!(got["true"], classes[want.label].as_str());
+        assert_eq!(got["predicted"], classes[want.predicted].as_str());
+        let d = (got["confidence"].as_f64().unwrap() - want.confidence).abs();
+        assert!(d < 1e-5, "confidence {got} vs {}", want.confidence);
+    }
+    let png = report.join("errors.png");
+    assert_eq!(errors["png"], s(&png));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!((be(16), be(20)), torchlight_train::errors_grid_size(worst.len()));
+    // And it decodes whole, at that size.
+    let decoded = decode_file_with(&png, &DecodeOptions::default()).unwrap();
+    assert_eq!((decoded.width() as u32, decoded.height() as u32), (be(16), be(20)));
+    if let Ok(keep) = std::env::var("TORCHLIGHT_KEEP_PLOT") {
+        std::fs::copy(&png, keep).unwrap();
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

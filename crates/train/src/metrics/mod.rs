@@ -8,6 +8,7 @@
 
 mod calibration;
 mod classification;
+mod errors;
 mod multilabel;
 mod regression;
 mod report;
@@ -20,6 +21,7 @@ pub use calibration::{
 pub use classification::{
     Accuracy, ClassificationMetrics, ConfusionMatrix, ConfusionMatrixMetric, MetricsSummary, TopKAccuracy,
 };
+pub use errors::{worst_misclassified, Misclassified};
 pub use multilabel::{MeanAveragePrecision, MultiLabelF1};
 pub use regression::{MeanAbsoluteError, RootMeanSquaredError};
 pub use report::{ClassScores, ClassificationReport, Confusion};
