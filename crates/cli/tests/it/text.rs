@@ -346,19 +346,54 @@ b = torch.jit.load(pt)(torch.from_numpy(ids), torch.from_numpy(lengths)).detach(
 classes = json.loads(meta["class_names"]) if meta.get("class_names", "").startswith("[") else meta.get("class_names")
 pa = np.exp(a - a.max()) / np.exp(a - a.max()).sum()
 pb = np.exp(b - b.max()) / np.exp(b - b.max()).sum()
-print(json.dumps({"onnx": float(pa[0].max()), "script": float(pb[0].max()), "argmax": int(pa[0].argmax()), "max_len": meta.get("max_len")}))
+print(json.dumps({"onnx": float(pa[0].max()), "script": float(pb[0].max()), "argmax": int(pa[0].argmax()), "max_len": meta.get("max_len"), "temperature": meta.get("temperature")}))
 "#;
     let python = torchlight_testing::reference_python().expect("the reference python");
-    let out = std::process::Command::new(python)
-        .args(["-c", script, &s(&onnx), &s(&pt), &s(&dir.join("m.tokenizer.json"))])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let r = json(&String::from_utf8(out.stdout).unwrap());
+    let run_script = |onnx: &Path, pt: &Path, tokenizer: &str| {
+        let out = std::process::Command::new(&python)
+            .args(["-c", script, &s(onnx), &s(pt), &s(&dir.join(tokenizer))])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        json(&String::from_utf8(out.stdout).unwrap())
+    };
+    let r = run_script(&onnx, &pt, "m.tokenizer.json");
     assert_eq!((r["argmax"].as_u64(), r["max_len"].as_str()), (Some(1), Some("16")), "pos is class 1: {r}");
+    assert!(r["temperature"].is_null(), "an uncalibrated export records no temperature: {r}");
     for k in ["onnx", "script"] {
         let got = r[k].as_f64().unwrap();
         assert!((got - want).abs() < 1e-5, "{k}: {got} against predict's {want}");
+    }
+    // The run's checkpoint, calibrated above, carries T: predict's probability is the
+    // sigmoid of the logit difference over T (two classes), and both exports divide by it.
+    let t = c["temperature"].as_f64().unwrap();
+    let calibrated = json(&ok(&[
+        "predict",
+        "--checkpoint",
+        &run_s,
+        "--device",
+        "cpu",
+        "--json",
+        "--text",
+        "good good good good",
+    ]));
+    assert_eq!(calibrated[0]["checkpoint"]["temperature"].as_f64(), Some(t), "{calibrated}");
+    let want_t = calibrated[0]["top"][0]["probability"].as_f64().unwrap();
+    // `want` is a float32 softmax near 1, whose 1 - p holds ~2 significant digits; from its
+    // logit divided by T the probability is known to ~1e-4 here.
+    let logit = (want / (1.0 - want)).ln();
+    let scaled = 1.0 / (1.0 + (-logit / t).exp());
+    assert!((scaled - want_t).abs() < 5e-4, "T {t}: {want_t}, but {want} scaled gives {scaled}");
+    let (onnx_t, pt_t) = (dir.join("t.onnx"), dir.join("t.pt"));
+    ok(&["export", "--checkpoint", &run_s, "--format", "onnx", "--out", &s(&onnx_t)]);
+    ok(&["export", "--checkpoint", &run_s, "--format", "torchscript", "--out", &s(&pt_t)]);
+    let sidecar = json(&std::fs::read_to_string(dir.join("t.json")).unwrap());
+    assert_eq!(sidecar["temperature"].as_f64(), Some(t), "{sidecar}");
+    let r = run_script(&onnx_t, &pt_t, "t.tokenizer.json");
+    assert_eq!(r["temperature"].as_str().map(|v| v.parse::<f64>().unwrap()), Some(t), "{r}");
+    for k in ["onnx", "script"] {
+        let got = r[k].as_f64().unwrap();
+        assert!((got - want_t).abs() < 1e-5, "{k}: {got} against predict's {want_t} (T {t})");
     }
 
     // summary: the checkpoint's model with its vocabulary, or a text model by name.
