@@ -615,7 +615,9 @@ pub struct ModelConfig {
     /// Keep the BatchNorms of the frozen backbone fixed during the `freeze_epochs` too
     /// (running statistics used, not updated), as Lightning's `BackboneFinetuning(train_bn=False)`;
     /// they train again with the backbone. Off by default (Lightning's `train_bn=True`: the
-    /// statistics adapt to the new data while the weights are frozen). Needs `freeze_epochs`.
+    /// statistics adapt to the new data while the weights are frozen). Needs `freeze_epochs`;
+    /// refused beside `freeze_bn`, which already keeps them fixed for the whole run. Not
+    /// changeable on resume (it changes what the run learns).
     pub freeze_bn_while_frozen: bool,
 }
 

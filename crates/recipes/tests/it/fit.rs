@@ -570,6 +570,11 @@ fn freeze_bn_while_frozen_keeps_the_frozen_backbones_statistics_until_it_thaws()
         40,
         "all 20 BatchNorms kept their mean and variance while frozen"
     );
+    // The key changes what the run learns, so a resume may not change it (not RESUME_CHANGEABLE).
+    let changes =
+        [("train.epochs".into(), "2".into()), ("model.freeze_bn_while_frozen".into(), "false".into())];
+    let err = resume(&kept, &changes, &Progress::quiet()).unwrap_err().to_string();
+    assert!(err.contains("model.freeze_bn_while_frozen") && err.contains("keeps its config"), "{err}");
     resume(&kept, &[("train.epochs".into(), "2".into())], &Progress::quiet()).unwrap();
     assert_eq!(unchanged(&statistics(&kept)), 0, "thawed, every BatchNorm trains");
     let adapted = run("off", false);
