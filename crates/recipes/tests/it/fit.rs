@@ -293,6 +293,45 @@ fn mixup_cutmix_and_a_model_ema_train_from_the_config() {
     assert_eq!(last.meta.loop_state["callbacks"]["ModelEma"]["updates"], 4);
 }
 
+/// `val_loss` is the same quantity whatever the recipe trains with (timm validates with plain
+/// cross-entropy): two runs from the same initial weights that cannot move (lr 1e-12, far
+/// below a float32 step of any weight; `model.freeze_bn` keeps the BatchNorm statistics), one
+/// plain and one with Mixup/CutMix, label smoothing and timm's BCE, log the same validation loss
+/// and accuracy to 1e-6, while their training losses differ.
+#[test]
+fn val_loss_is_plain_cross_entropy_whatever_the_training_loss() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [9, 3, 2]);
+    let run = |out: &str, modern: bool| {
+        let mut c = small_config(&tmp.path().join("data"), &tmp.path().join(out), 1);
+        c.train.batch_size = 8;
+        c.optim.lr = 1e-12;
+        c.optim.backbone_lr = Some(1e-12);
+        c.model.freeze_bn = true;
+        if modern {
+            for (key, value) in [
+                ("train.mixup_alpha", "0.2"),
+                ("train.cutmix_alpha", "1.0"),
+                ("train.label_smoothing", "0.1"),
+                ("train.bce_loss", "true"),
+            ] {
+                c.set(key, value).unwrap();
+            }
+        }
+        c.validate().unwrap();
+        let summary = fit(c, &Progress::quiet()).unwrap();
+        read_metrics_csv(summary.run_dir.join("metrics.csv")).unwrap().remove(0)
+    };
+    let (plain, modern) = (run("plain", false), run("modern", true));
+    let get = |r: &torchlight_train::EpochRecord, k: &str| r.get(k).unwrap_or_else(|| panic!("no {k}"));
+    let (a, b) = (get(&plain, "val_loss"), get(&modern, "val_loss"));
+    assert!(a.is_finite() && (a - b).abs() <= 1e-6 * a.abs(), "val_loss {a} (plain) vs {b} (modern)");
+    assert_eq!(get(&plain, "val_acc"), get(&modern, "val_acc"));
+    let (ta, tb) = (get(&plain, "train_loss"), get(&modern, "train_loss"));
+    assert!((ta - tb).abs() > 0.1, "the training losses differ: {ta} (cross-entropy) vs {tb} (BCE)");
+}
+
 /// The recipe files in docs/recipes/ parse, validate and train on tiny data (their epochs,
 /// image size and batch shrunk by overrides, as a user's `--set` would).
 #[test]
