@@ -494,7 +494,7 @@ pub fn write_safetensors(tensors: &[(String, Tensor)], path: impl AsRef<Path>) -
 }
 
 /// Reads weights with [`read_weights`] and loads them with [`load_state_dict`]. Weights in one
-/// of timm's key layouts (ViT, ConvNeXt; see [`timm_to_torchvision`](crate::timm_to_torchvision))
+/// of timm's key layouts (ViT, ConvNeXt, EfficientNet; see [`timm_to_torchvision`](crate::timm_to_torchvision))
 /// are first mapped onto torchvision's, unless the model itself has timm's keys; the report's
 /// `rewrites` says so. A Hub folder whose `config.json` names an architecture timm's weights of
 /// which do not load is refused before its weights are read
@@ -506,8 +506,9 @@ pub fn load_weights(model: &dyn Module, path: impl AsRef<Path>, options: &LoadOp
     }
     let weights = read_weights(path)?;
     let model_keys = named_tensors(model);
-    let own_layout =
-        model_keys.iter().any(|(k, _, _)| k == "patch_embed.proj.weight" || k == "stem.0.weight");
+    let own_layout = model_keys.iter().any(|(k, _, _)| {
+        ["patch_embed.proj.weight", "stem.0.weight", "conv_stem.weight"].contains(&k.as_str())
+    });
     let (weights, mapped) =
         if own_layout { (weights, None) } else { crate::timm::timm_to_torchvision(weights) };
     let mut report = load_state_dict(model, weights, options)?;

@@ -13,6 +13,12 @@
 //!   `stages.S.blocks.M.{gamma, conv_dw, norm, mlp.fc1, mlp.fc2}`, `head.{norm, fc}` onto
 //!   [`ConvNeXt`](crate::ConvNeXt)'s `features.*` / `classifier.*`, `gamma` `[C]` reshaped to
 //!   torchvision's `layer_scale` `[C, 1, 1]`.
+//! - EfficientNet (`efficientnet_b0`..`efficientnet_b3`, which timm builds as torchvision does:
+//!   the same padding, BatchNorm eps 1e-5): `conv_stem`/`bn1` onto `features.0`, block
+//!   `blocks.S.M` onto `features.{S+1}.M.block` (depthwise-separable `conv_dw`, `bn1`, `se`,
+//!   `conv_pw`, `bn2`; inverted residual `conv_pw`, `bn1`, `conv_dw`, `bn2`, `se`, `conv_pwl`,
+//!   `bn3`; `se.conv_reduce`/`se.conv_expand` are `fc1`/`fc2`), `conv_head`/`bn2` onto the last
+//!   `features`, `classifier` onto `classifier.1`.
 //!
 //! Keys of neither layout's vocabulary are left as they are, so a strict load names them.
 
@@ -23,9 +29,7 @@ use tch::Tensor;
 /// The timm architectures (timm 1.0.31's names) whose timm `state_dict` loads strictly into the
 /// registry's architecture of the same name: the only `architecture`s a Hub folder may hold.
 /// Other names are refused in one line by [`check_timm_architecture`] before any weights are
-/// read, including registry names whose timm layout differs from the torchvision module the
-/// registry builds (timm's `efficientnet_b0` has `conv_stem`/`blocks.*`, torchvision's
-/// `features.*`).
+/// read, including registry names that are not timm's (`mobilenet_v3_large`, torchvision's).
 pub const TIMM_ARCHITECTURES: &[&str] = &[
     "resnet18",
     "resnet34",
@@ -37,6 +41,10 @@ pub const TIMM_ARCHITECTURES: &[&str] = &[
     "resnet50d",
     "resnet101d",
     "resnet152d",
+    "efficientnet_b0",
+    "efficientnet_b1",
+    "efficientnet_b2",
+    "efficientnet_b3",
     "convnext_tiny",
     "convnext_small",
     "vit_tiny_patch16_224",
@@ -327,14 +335,16 @@ fn parse_pretrained_cfg(
     })
 }
 
-/// Which timm layout `weights` are in, by their keys: `Some("ViT")`, `Some("ConvNeXt")`, or
-/// `None` (torchvision's layout, which timm's ResNets share).
+/// Which timm layout `weights` are in, by their keys: `Some("ViT")`, `Some("ConvNeXt")`,
+/// `Some("EfficientNet")`, or `None` (torchvision's layout, which timm's ResNets share).
 pub fn timm_layout(weights: &[(String, Tensor)]) -> Option<&'static str> {
     let has = |k: &str| weights.iter().any(|(key, _)| key == k);
     if has("patch_embed.proj.weight") && has("cls_token") {
         Some("ViT")
     } else if has("stem.0.weight") && weights.iter().any(|(k, _)| k.starts_with("stages.")) {
         Some("ConvNeXt")
+    } else if has("conv_stem.weight") && has("conv_head.weight") && has("bn2.weight") {
+        Some("EfficientNet")
     } else {
         None
     }
@@ -346,13 +356,14 @@ pub fn timm_layout(weights: &[(String, Tensor)]) -> Option<&'static str> {
 pub fn timm_to_torchvision(weights: Vec<(String, Tensor)>) -> (Vec<(String, Tensor)>, Option<String>) {
     let Some(layout) = timm_layout(&weights) else { return (weights, None) };
     let n = weights.len();
-    let mapped = weights
-        .into_iter()
-        .map(|(k, t)| match layout {
-            "ViT" => (vit_key(&k).unwrap_or(k), t),
-            _ => convnext_entry(k, t),
-        })
-        .collect();
+    let mapped = match layout {
+        "ViT" => weights.into_iter().map(|(k, t)| (vit_key(&k).unwrap_or(k), t)).collect(),
+        "ConvNeXt" => weights.into_iter().map(|(k, t)| convnext_entry(k, t)).collect(),
+        _ => {
+            let blocks = MobileBlocks::of(&weights);
+            weights.into_iter().map(|(k, t)| (blocks.efficientnet_key(&k).unwrap_or(k), t)).collect()
+        }
+    };
     (mapped, Some(format!("timm {layout} layout -> torchvision ({n} keys)")))
 }
 
@@ -444,6 +455,124 @@ fn convnext_key(k: &str) -> Option<String> {
     Some(format!("features.{}.{m}.{inner}", 2 * s + 1))
 }
 
+/// The blocks of a timm EfficientNet/MobileNetV3 `state_dict` (`blocks.S.M.*`): what kind each
+/// is, which decides where its keys go in torchvision's `block` Sequential.
+struct MobileBlocks {
+    /// `(stage, index)` of each block, in order, with its kind.
+    blocks: Vec<((usize, usize), MobileBlock)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MobileBlock {
+    /// An inverted residual (`conv_pw`, `conv_dw`, `conv_pwl`), not a depthwise-separable block
+    /// (`conv_dw`, `conv_pw`) or a conv-bn-act (`conv`).
+    inverted: bool,
+    /// A conv-bn-act block (`conv`, `bn1`).
+    conv_bn_act: bool,
+    /// With squeeze-excitation (`se.conv_reduce`, `se.conv_expand`).
+    se: bool,
+}
+
+impl MobileBlocks {
+    fn of(weights: &[(String, Tensor)]) -> Self {
+        let mut found = std::collections::BTreeMap::new();
+        for (k, _) in weights {
+            if let Some((s, m, inner)) = block_key(k) {
+                let block = found.entry((s, m)).or_insert(MobileBlock {
+                    inverted: false,
+                    conv_bn_act: false,
+                    se: false,
+                });
+                let module = inner.split('.').next().unwrap_or(inner);
+                block.inverted |= module == "conv_pwl";
+                block.conv_bn_act |= module == "conv";
+                block.se |= module == "se";
+            }
+        }
+        MobileBlocks { blocks: found.into_iter().collect() }
+    }
+
+    fn get(&self, s: usize, m: usize) -> Option<MobileBlock> {
+        self.blocks.iter().find(|(at, _)| *at == (s, m)).map(|(_, b)| *b)
+    }
+
+    /// timm EfficientNet's key `k` in torchvision's EfficientNet: `conv_stem`/`bn1` are
+    /// `features.0`, block `blocks.S.M` is `features.{S+1}.M.block`, `conv_head`/`bn2` the
+    /// last `features`, `classifier` is `classifier.1`.
+    fn efficientnet_key(&self, k: &str) -> Option<String> {
+        let head = self.blocks.iter().map(|((s, _), _)| s + 2).max()?;
+        if let Some((s, m, inner)) = block_key(k) {
+            let inner = self.get(s, m)?.inner_key(inner)?;
+            return Some(format!("features.{}.{m}.{inner}", s + 1));
+        }
+        stem_head_key(k, head, "features.{H}.0", "features.{H}.1", "classifier.1")
+    }
+}
+
+impl MobileBlock {
+    /// A key inside the block (`conv_dw.weight`) in torchvision's block (`block.1.0.weight`).
+    fn inner_key(&self, inner: &str) -> Option<String> {
+        let (module, leaf) = inner.split_once('.')?;
+        if self.conv_bn_act {
+            let i = match module {
+                "conv" => 0,
+                "bn1" => 1,
+                _ => return None,
+            };
+            return Some(format!("{i}.{leaf}"));
+        }
+        let se = usize::from(self.se);
+        // torchvision: [expand], depthwise, [squeeze-excitation], project; each conv-bn a
+        // Sequential whose 0 is the convolution and 1 the BatchNorm.
+        let (i, j) = match (self.inverted, module) {
+            (true, "conv_pw") => (0, 0),
+            (true, "bn1") => (0, 1),
+            (true, "conv_dw") => (1, 0),
+            (true, "bn2") => (1, 1),
+            (true, "conv_pwl") => (2 + se, 0),
+            (true, "bn3") => (2 + se, 1),
+            (false, "conv_dw") => (0, 0),
+            (false, "bn1") => (0, 1),
+            (false, "conv_pw") => (1 + se, 0),
+            (false, "bn2") => (1 + se, 1),
+            (_, "se") if self.se => {
+                let (conv, leaf) = leaf.split_once('.')?;
+                let fc = match conv {
+                    "conv_reduce" => "fc1",
+                    "conv_expand" => "fc2",
+                    _ => return None,
+                };
+                return Some(format!("block.{}.{fc}.{leaf}", 1 + usize::from(self.inverted)));
+            }
+            _ => return None,
+        };
+        Some(format!("block.{i}.{j}.{leaf}"))
+    }
+}
+
+/// `blocks.S.M.rest` as `(S, M, rest)`.
+fn block_key(k: &str) -> Option<(usize, usize, &str)> {
+    let rest = k.strip_prefix("blocks.")?;
+    let (s, rest) = rest.split_once('.')?;
+    let (m, inner) = rest.split_once('.')?;
+    Some((s.parse().ok()?, m.parse().ok()?, inner))
+}
+
+/// The stem (`conv_stem`, `bn1`), head convolution (`conv_head`, `bn2`) and `classifier` of a
+/// timm EfficientNet/MobileNetV3 under the torchvision prefixes given (`{H}` is `head`).
+fn stem_head_key(k: &str, head: usize, conv_head: &str, bn2: &str, classifier: &str) -> Option<String> {
+    let (module, leaf) = k.split_once('.')?;
+    let prefix = match module {
+        "conv_stem" => "features.0.0".to_string(),
+        "bn1" => "features.0.1".to_string(),
+        "conv_head" => conv_head.replace("{H}", &head.to_string()),
+        "bn2" => bn2.replace("{H}", &head.to_string()),
+        "classifier" => classifier.to_string(),
+        _ => return None,
+    };
+    Some(format!("{prefix}.{leaf}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,6 +592,45 @@ mod tests {
         assert_eq!(convnext_key("stages.3.blocks.2.gamma").unwrap(), "features.7.2.layer_scale");
         assert_eq!(convnext_key("stages.0.downsample.0.weight"), None);
         assert_eq!(convnext_key("head.fc.bias").unwrap(), "classifier.2.bias");
+        let t = || Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+        let efficientnet: Vec<(String, Tensor)> = [
+            "conv_stem.weight",
+            "blocks.0.0.conv_dw.weight",
+            "blocks.0.0.se.conv_reduce.weight",
+            "blocks.0.0.conv_pw.weight",
+            "blocks.0.0.bn2.running_var",
+            "blocks.6.0.conv_pw.weight",
+            "blocks.6.0.se.conv_expand.bias",
+            "blocks.6.0.conv_pwl.weight",
+            "blocks.6.0.bn3.bias",
+            "conv_head.weight",
+            "bn2.weight",
+            "classifier.bias",
+        ]
+        .iter()
+        .map(|k| (k.to_string(), t()))
+        .collect();
+        assert_eq!(timm_layout(&efficientnet), Some("EfficientNet"));
+        let (mapped, line) = timm_to_torchvision(efficientnet);
+        let keys: Vec<&str> = mapped.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "features.0.0.weight",
+                "features.1.0.block.0.0.weight",
+                "features.1.0.block.1.fc1.weight",
+                "features.1.0.block.2.0.weight",
+                "features.1.0.block.2.1.running_var",
+                "features.7.0.block.0.0.weight",
+                "features.7.0.block.2.fc2.bias",
+                "features.7.0.block.3.0.weight",
+                "features.7.0.block.3.1.bias",
+                "features.8.0.weight",
+                "features.8.1.weight",
+                "classifier.1.bias",
+            ]
+        );
+        assert_eq!(line.unwrap(), "timm EfficientNet layout -> torchvision (12 keys)");
     }
 
     #[test]

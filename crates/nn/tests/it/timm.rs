@@ -12,7 +12,7 @@ use tch::{Kind, Tensor};
 use torchlight_nn::*;
 
 /// What `formula_weights` in make_timm.py computes for key number `index`.
-fn formula_tensor(index: usize, key: &str, shape: &[i64], dtype: &str) -> Tensor {
+fn formula_tensor(index: usize, key: &str, shape: &[i64], dtype: &str, gain: f64) -> Tensor {
     let n: i64 = shape.iter().product();
     if key.ends_with("num_batches_tracked") {
         assert_eq!(dtype, "torch.int64");
@@ -24,7 +24,12 @@ fn formula_tensor(index: usize, key: &str, shape: &[i64], dtype: &str) -> Tensor
     } else if key.ends_with("running_mean") {
         base * 0.1
     } else if shape.len() >= 2 {
-        base / ((n / shape[0]) as f64).sqrt()
+        let v = base / ((n / shape[0]) as f64).sqrt();
+        if gain == 1.0 {
+            v
+        } else {
+            v * gain
+        }
     } else if key.ends_with("weight") || key.ends_with("gamma") {
         base * 0.2 + 1.0
     } else {
@@ -45,6 +50,7 @@ fn case(name: &str) -> Value {
 }
 
 fn timm_weights(case: &Value) -> Vec<(String, Tensor)> {
+    let gain = case["gain"].as_f64().unwrap_or(1.0);
     case["keys"]
         .as_array()
         .unwrap()
@@ -53,7 +59,7 @@ fn timm_weights(case: &Value) -> Vec<(String, Tensor)> {
         .map(|(i, k)| {
             let key = k[0].as_str().unwrap();
             let shape: Vec<i64> = k[1].as_array().unwrap().iter().map(|d| d.as_i64().unwrap()).collect();
-            (key.to_string(), formula_tensor(i, key, &shape, k[2].as_str().unwrap()))
+            (key.to_string(), formula_tensor(i, key, &shape, k[2].as_str().unwrap(), gain))
         })
         .collect()
 }
@@ -155,6 +161,19 @@ fn timm_deit_tiny_folder_gives_timms_logits() {
 #[test]
 fn timm_convnext_tiny_folder_gives_timms_logits() {
     check_case("convnext_tiny");
+}
+
+/// timm's EfficientNet layout (`conv_stem`, `blocks.S.M.{conv_dw, conv_pw, se, conv_pwl}`,
+/// `conv_head`, `bn2`, `classifier`) maps onto the registry's (torchvision's) EfficientNet,
+/// which timm's `efficientnet_b*` computes alike (same padding, BatchNorm eps 1e-5).
+#[test]
+fn timm_efficientnet_b0_folder_gives_timms_logits() {
+    check_case("efficientnet_b0");
+}
+
+#[test]
+fn timm_efficientnet_b2_folder_gives_timms_logits() {
+    check_case("efficientnet_b2");
 }
 
 #[test]
@@ -259,9 +278,9 @@ fn a_dangling_model_safetensors_is_an_error_not_a_fallback() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A Hub folder of an architecture whose timm weights Torchlight does not load (timm's
-/// `efficientnet_b0`, whose keys differ from the registry's torchvision `efficientnet_b0`, and
-/// names the registry lacks) is refused in one line naming it and listing the supported ones,
+/// A Hub folder of an architecture whose timm weights Torchlight does not load (a registry
+/// name that is not timm's, `mobilenet_v3_large` with torchvision's keys, and names the
+/// registry lacks) is refused in one line naming it and listing the supported ones,
 /// before its weights file is read (here it is not even safetensors). Every supported name is
 /// a registry name.
 #[test]
@@ -270,7 +289,7 @@ fn an_unsupported_timm_architecture_is_one_line_before_any_load() {
     let dir = scratch("unsupported");
     std::fs::write(dir.join("model.safetensors"), b"not safetensors").unwrap();
     let model = model_for(&case);
-    for name in ["efficientnet_b0", "efficientnet_b0.ra_in1k", "mobilenetv3_large_100", "resnet26d"] {
+    for name in ["mobilenet_v3_large", "tf_efficientnet_b0.in1k", "mobilenetv3_large_100", "resnet26d"] {
         let base = name.split('.').next().unwrap();
         let mut config = case["config"].clone();
         config["architecture"] = Value::from(name);
@@ -280,7 +299,7 @@ fn an_unsupported_timm_architecture_is_one_line_before_any_load() {
         assert!(e.contains(&format!("`{base}` is not a supported architecture")), "{e}");
         assert!(e.contains("resnet18, ") && e.contains("vit_tiny_patch16_224"), "lists the supported: {e}");
         assert!(!e.contains("model.safetensors") && !e.contains("conv1"), "before any load: {e}");
-        assert_eq!(e.contains("torchvision's keys"), base == "efficientnet_b0", "{e}");
+        assert_eq!(e.contains("torchvision's keys"), base == "mobilenet_v3_large", "{e}");
         assert_eq!(check_timm_architecture(name).unwrap_err().to_string(), e);
     }
     for name in TIMM_ARCHITECTURES {
