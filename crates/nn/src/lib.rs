@@ -134,7 +134,8 @@ pub use loss::{BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, 
 pub use mobilenetv2::{mobilenet_v2, mobilenet_v2_on, InvertedResidualV2, MobileNetV2};
 pub use mobilenetv3::{
     mobilenet_v3_config, mobilenet_v3_large, mobilenet_v3_large_on, mobilenet_v3_small,
-    mobilenet_v3_small_on, InvertedResidualConfig, InvertedResidualV3, MobileNetV3, MobileNetV3Arch,
+    mobilenet_v3_small_on, mobilenetv3_large_100_on, mobilenetv3_small_100_on, InvertedResidualConfig,
+    InvertedResidualV3, MobileNetV3, MobileNetV3Arch,
 };
 pub use module::{
     count_parameters, freeze, freeze_all_but, named_buffers, named_parameters, named_parameters_with_kind,

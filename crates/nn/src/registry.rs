@@ -14,7 +14,10 @@ use crate::layer_groups::{
     resnet_layer_ids, vit_layer_ids, LayerGroupsFn,
 };
 use crate::mobilenetv2::{mobilenet_v2_on, MobileNetV2};
-use crate::mobilenetv3::{mobilenet_v3_large_on, mobilenet_v3_small_on, MobileNetV3};
+use crate::mobilenetv3::{
+    mobilenet_v3_large_on, mobilenet_v3_small_on, mobilenetv3_large_100_on, mobilenetv3_small_100_on,
+    MobileNetV3,
+};
 use crate::module::Module;
 use crate::options::LayerOptions;
 use crate::resnet::{
@@ -183,6 +186,21 @@ const BUILT_IN: &[Architecture] = &[
         "mobilenet_v3_large",
         "classifier.3.",
         mobilenet_v3_large_on,
+        MobileNetV3,
+        mobilenet_v3_layer_ids
+    ),
+    // timm's MobileNetV3s: torchvision's module with timm's BatchNorm eps (1e-5).
+    fixed_size!(
+        "mobilenetv3_small_100",
+        "classifier.3.",
+        mobilenetv3_small_100_on,
+        MobileNetV3,
+        mobilenet_v3_layer_ids
+    ),
+    fixed_size!(
+        "mobilenetv3_large_100",
+        "classifier.3.",
+        mobilenetv3_large_100_on,
         MobileNetV3,
         mobilenet_v3_layer_ids
     ),

@@ -19,6 +19,10 @@
 //!   `conv_pw`, `bn2`; inverted residual `conv_pw`, `bn1`, `conv_dw`, `bn2`, `se`, `conv_pwl`,
 //!   `bn3`; `se.conv_reduce`/`se.conv_expand` are `fc1`/`fc2`), `conv_head`/`bn2` onto the last
 //!   `features`, `classifier` onto `classifier.1`.
+//! - MobileNetV3 (`mobilenetv3_large_100`, `mobilenetv3_small_100`, built as torchvision's with
+//!   timm's BatchNorm eps 1e-5): the same block keys, the blocks numbered `features.1`.. in
+//!   order, `conv_head` (a 1x1 convolution on the pooled features) onto the Linear
+//!   `classifier.0` (`[O, I, 1, 1]` reshaped to `[O, I]`), `classifier` onto `classifier.3`.
 //!
 //! Keys of neither layout's vocabulary are left as they are, so a strict load names them.
 
@@ -45,6 +49,8 @@ pub const TIMM_ARCHITECTURES: &[&str] = &[
     "efficientnet_b1",
     "efficientnet_b2",
     "efficientnet_b3",
+    "mobilenetv3_small_100",
+    "mobilenetv3_large_100",
     "convnext_tiny",
     "convnext_small",
     "vit_tiny_patch16_224",
@@ -336,7 +342,7 @@ fn parse_pretrained_cfg(
 }
 
 /// Which timm layout `weights` are in, by their keys: `Some("ViT")`, `Some("ConvNeXt")`,
-/// `Some("EfficientNet")`, or `None` (torchvision's layout, which timm's ResNets share).
+/// `Some("EfficientNet")`, `Some("MobileNetV3")`, or `None` (torchvision's layout, which timm's ResNets share).
 pub fn timm_layout(weights: &[(String, Tensor)]) -> Option<&'static str> {
     let has = |k: &str| weights.iter().any(|(key, _)| key == k);
     if has("patch_embed.proj.weight") && has("cls_token") {
@@ -345,6 +351,8 @@ pub fn timm_layout(weights: &[(String, Tensor)]) -> Option<&'static str> {
         Some("ConvNeXt")
     } else if has("conv_stem.weight") && has("conv_head.weight") && has("bn2.weight") {
         Some("EfficientNet")
+    } else if has("conv_stem.weight") && has("conv_head.weight") && has("conv_head.bias") {
+        Some("MobileNetV3")
     } else {
         None
     }
@@ -359,9 +367,13 @@ pub fn timm_to_torchvision(weights: Vec<(String, Tensor)>) -> (Vec<(String, Tens
     let mapped = match layout {
         "ViT" => weights.into_iter().map(|(k, t)| (vit_key(&k).unwrap_or(k), t)).collect(),
         "ConvNeXt" => weights.into_iter().map(|(k, t)| convnext_entry(k, t)).collect(),
-        _ => {
+        "EfficientNet" => {
             let blocks = MobileBlocks::of(&weights);
             weights.into_iter().map(|(k, t)| (blocks.efficientnet_key(&k).unwrap_or(k), t)).collect()
+        }
+        _ => {
+            let blocks = MobileBlocks::of(&weights);
+            weights.into_iter().map(|(k, t)| blocks.mobilenet_v3_entry(k, t)).collect()
         }
     };
     (mapped, Some(format!("timm {layout} layout -> torchvision ({n} keys)")))
@@ -505,7 +517,30 @@ impl MobileBlocks {
             let inner = self.get(s, m)?.inner_key(inner)?;
             return Some(format!("features.{}.{m}.{inner}", s + 1));
         }
-        stem_head_key(k, head, "features.{H}.0", "features.{H}.1", "classifier.1")
+        stem_head_key(k, head, "features.{H}.0", Some("features.{H}.1"), "classifier.1")
+    }
+
+    /// timm MobileNetV3's key `k` in torchvision's MobileNetV3: `conv_stem`/`bn1` are
+    /// `features.0`, the blocks `features.1`.. in order (torchvision's are not grouped into
+    /// stages), the last a conv-bn-act; `conv_head` (a 1x1 convolution with bias after the
+    /// pooling, `[O, I, 1, 1]`) is `classifier.0` (a Linear, `[O, I]`), `classifier` is
+    /// `classifier.3`.
+    fn mobilenet_v3_entry(&self, k: String, t: Tensor) -> (String, Tensor) {
+        let mapped = match block_key(&k) {
+            Some((s, m, inner)) => self.blocks.iter().position(|(at, _)| *at == (s, m)).and_then(|i| {
+                let inner = self.blocks[i].1.inner_key(inner)?;
+                Some(format!("features.{}.{inner}", i + 1))
+            }),
+            None => stem_head_key(&k, 0, "classifier.0", None, "classifier.3"),
+        };
+        match mapped {
+            Some(new) if k == "conv_head.weight" && t.dim() == 4 => {
+                let size = t.size();
+                (new, t.reshape([size[0], size[1]]))
+            }
+            Some(new) => (new, t),
+            None => (k, t),
+        }
     }
 }
 
@@ -559,14 +594,21 @@ fn block_key(k: &str) -> Option<(usize, usize, &str)> {
 }
 
 /// The stem (`conv_stem`, `bn1`), head convolution (`conv_head`, `bn2`) and `classifier` of a
-/// timm EfficientNet/MobileNetV3 under the torchvision prefixes given (`{H}` is `head`).
-fn stem_head_key(k: &str, head: usize, conv_head: &str, bn2: &str, classifier: &str) -> Option<String> {
+/// timm EfficientNet/MobileNetV3 under the torchvision prefixes given (`{H}` is `head`; no
+/// `bn2` for MobileNetV3, whose `conv_head` has none).
+fn stem_head_key(
+    k: &str,
+    head: usize,
+    conv_head: &str,
+    bn2: Option<&str>,
+    classifier: &str,
+) -> Option<String> {
     let (module, leaf) = k.split_once('.')?;
     let prefix = match module {
         "conv_stem" => "features.0.0".to_string(),
         "bn1" => "features.0.1".to_string(),
         "conv_head" => conv_head.replace("{H}", &head.to_string()),
-        "bn2" => bn2.replace("{H}", &head.to_string()),
+        "bn2" => bn2?.replace("{H}", &head.to_string()),
         "classifier" => classifier.to_string(),
         _ => return None,
     };

@@ -176,6 +176,18 @@ fn timm_efficientnet_b2_folder_gives_timms_logits() {
     check_case("efficientnet_b2");
 }
 
+/// timm's MobileNetV3 layout (the blocks numbered per stage, `conv_head` a 1x1 convolution on
+/// the pooled features) maps onto torchvision's module built with timm's BatchNorm eps 1e-5.
+#[test]
+fn timm_mobilenetv3_large_100_folder_gives_timms_logits() {
+    check_case("mobilenetv3_large_100");
+}
+
+#[test]
+fn timm_mobilenetv3_small_100_folder_gives_timms_logits() {
+    check_case("mobilenetv3_small_100");
+}
+
 #[test]
 fn timm_config_json_reads_timms_fields() {
     let case = case("resnet18");
@@ -289,7 +301,7 @@ fn an_unsupported_timm_architecture_is_one_line_before_any_load() {
     let dir = scratch("unsupported");
     std::fs::write(dir.join("model.safetensors"), b"not safetensors").unwrap();
     let model = model_for(&case);
-    for name in ["mobilenet_v3_large", "tf_efficientnet_b0.in1k", "mobilenetv3_large_100", "resnet26d"] {
+    for name in ["mobilenet_v3_large", "tf_efficientnet_b0.in1k", "mobilenetv3_large_075", "resnet26d"] {
         let base = name.split('.').next().unwrap();
         let mut config = case["config"].clone();
         config["architecture"] = Value::from(name);
