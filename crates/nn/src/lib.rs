@@ -109,8 +109,8 @@ pub use classifier::{classifier_of, Classifier};
 pub use conv::{Conv2d, Conv2dConfig};
 pub use conv_norm_activation::{Conv2dNormActivation, Norm};
 pub use convnext::{
-    convnext_setting, convnext_small, convnext_small_on, convnext_tiny, convnext_tiny_on, CNBlock,
-    CNBlockConfig, ConvNeXt,
+    convnext_base, convnext_base_on, convnext_base_setting, convnext_setting, convnext_small,
+    convnext_small_on, convnext_tiny, convnext_tiny_on, CNBlock, CNBlockConfig, ConvNeXt,
 };
 pub use dropout::Dropout;
 pub use efficientnet::{

@@ -3,7 +3,7 @@
 //! line can name a model, and a program can add its own.
 
 use crate::classifier::{classifier_of, Classifier};
-use crate::convnext::{convnext_small_on, convnext_tiny_on, ConvNeXt};
+use crate::convnext::{convnext_base_on, convnext_small_on, convnext_tiny_on, ConvNeXt};
 use crate::efficientnet::{
     efficientnet_b0_on, efficientnet_b1_on, efficientnet_b2_on, efficientnet_b3_on, efficientnet_v2_s_on,
     EfficientNet,
@@ -217,6 +217,7 @@ const BUILT_IN: &[Architecture] = &[
     ),
     fixed_size!("convnext_tiny", "classifier.2.", convnext_tiny_on, ConvNeXt, convnext_layer_ids),
     fixed_size!("convnext_small", "classifier.2.", convnext_small_on, ConvNeXt, convnext_layer_ids),
+    fixed_size!("convnext_base", "classifier.2.", convnext_base_on, ConvNeXt, convnext_layer_ids),
     Architecture::new("vit_b_16", "heads.head.", |s, o| vit("vit_b_16", VitConfig::b_16(s.image_size), s, o))
         .with_classifier(classifier_of::<VisionTransformer>)
         .with_layer_groups(vit_layer_ids),

@@ -53,6 +53,7 @@ pub const TIMM_ARCHITECTURES: &[&str] = &[
     "mobilenetv3_large_100",
     "convnext_tiny",
     "convnext_small",
+    "convnext_base",
     "vit_tiny_patch16_224",
     "vit_small_patch16_224",
     "vit_base_patch16_224",

@@ -12,7 +12,14 @@ use tch::{Kind, Tensor};
 use torchlight_nn::*;
 
 /// What `formula_weights` in make_timm.py computes for key number `index`.
-fn formula_tensor(index: usize, key: &str, shape: &[i64], dtype: &str, gain: f64) -> Tensor {
+fn formula_tensor(
+    index: usize,
+    key: &str,
+    shape: &[i64],
+    dtype: &str,
+    gain: f64,
+    layer_scale: f64,
+) -> Tensor {
     let n: i64 = shape.iter().product();
     if key.ends_with("num_batches_tracked") {
         assert_eq!(dtype, "torch.int64");
@@ -30,6 +37,8 @@ fn formula_tensor(index: usize, key: &str, shape: &[i64], dtype: &str, gain: f64
         } else {
             v * gain
         }
+    } else if key.ends_with("gamma") && layer_scale != 1.0 {
+        (base * 0.2 + 1.0) * layer_scale
     } else if key.ends_with("weight") || key.ends_with("gamma") {
         base * 0.2 + 1.0
     } else {
@@ -51,6 +60,7 @@ fn case(name: &str) -> Value {
 
 fn timm_weights(case: &Value) -> Vec<(String, Tensor)> {
     let gain = case["gain"].as_f64().unwrap_or(1.0);
+    let layer_scale = case["layer_scale"].as_f64().unwrap_or(1.0);
     case["keys"]
         .as_array()
         .unwrap()
@@ -59,7 +69,7 @@ fn timm_weights(case: &Value) -> Vec<(String, Tensor)> {
         .map(|(i, k)| {
             let key = k[0].as_str().unwrap();
             let shape: Vec<i64> = k[1].as_array().unwrap().iter().map(|d| d.as_i64().unwrap()).collect();
-            (key.to_string(), formula_tensor(i, key, &shape, k[2].as_str().unwrap(), gain))
+            (key.to_string(), formula_tensor(i, key, &shape, k[2].as_str().unwrap(), gain, layer_scale))
         })
         .collect()
 }
@@ -186,6 +196,12 @@ fn timm_mobilenetv3_large_100_folder_gives_timms_logits() {
 #[test]
 fn timm_mobilenetv3_small_100_folder_gives_timms_logits() {
     check_case("mobilenetv3_small_100");
+}
+
+/// ConvNeXt-B: timm's ConvNeXt keys mapped onto torchvision's `convnext_base`.
+#[test]
+fn timm_convnext_base_folder_gives_timms_logits() {
+    check_case("convnext_base");
 }
 
 #[test]
