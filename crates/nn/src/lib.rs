@@ -174,8 +174,9 @@ pub use text_classifiers::{
     TransformerClassifier, PAD_ID,
 };
 pub use timm::{
-    check_timm_architecture, hub_weights_file, parse_hub_config, read_hub_folder, timm_layout,
-    timm_to_torchvision, HubConfig, HubFolder, PretrainedCfg, HUB_WEIGHT_FILES, TIMM_ARCHITECTURES,
+    check_timm_architecture, hub_weights_file, parse_hub_config, read_hub_folder, resample_abs_pos_embed,
+    timm_layout, timm_to_torchvision, HubConfig, HubFolder, PretrainedCfg, HUB_WEIGHT_FILES,
+    TIMM_ARCHITECTURES,
 };
 pub use transformer::{
     TransformerActivation, TransformerEncoder, TransformerEncoderLayer, TransformerEncoderLayerConfig,

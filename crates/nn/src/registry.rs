@@ -230,6 +230,12 @@ const BUILT_IN: &[Architecture] = &[
     timm_vit!("deit_tiny_patch16_224", ti_16),
     timm_vit!("deit_small_patch16_224", s_16),
     timm_vit!("deit_base_patch16_224", b_16),
+    // The `_384` names: the same modules, which load the 384-pixel weights at any image size
+    // (the position embedding resampled as timm does, `resample_abs_pos_embed`).
+    timm_vit!("vit_tiny_patch16_384", ti_16),
+    timm_vit!("vit_small_patch16_384", s_16),
+    timm_vit!("vit_base_patch16_384", b_16),
+    timm_vit!("deit_base_patch16_384", b_16),
 ];
 
 static REGISTERED: RwLock<Vec<Architecture>> = RwLock::new(Vec::new());
@@ -278,6 +284,10 @@ pub const ARCHITECTURE_ALIASES: &[(&str, &str)] = &[
     ("vit_base_patch16_224", "vit_b_16"),
     ("deit_base_patch16_224", "vit_b_16"),
     ("deit_tiny_patch16_224", "vit_tiny_patch16_224"),
+    ("vit_tiny_patch16_384", "vit_tiny_patch16_224"),
+    ("vit_small_patch16_384", "vit_s_16"),
+    ("vit_base_patch16_384", "vit_b_16"),
+    ("deit_base_patch16_384", "vit_b_16"),
 ];
 
 /// The name `name` is an alias of ([`ARCHITECTURE_ALIASES`]), else `name` itself: two names
@@ -376,8 +386,16 @@ mod tests {
             assert_eq!(canonical_architecture(alias), *name);
         }
         let list = architecture_list();
-        assert!(list.contains("vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224)"), "{list}");
-        assert!(list.contains("vit_tiny_patch16_224 (alias deit_tiny_patch16_224)"), "{list}");
+        assert!(
+            list.contains(
+                "vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224, vit_small_patch16_384)"
+            ),
+            "{list}"
+        );
+        assert!(
+            list.contains("vit_tiny_patch16_224 (alias deit_tiny_patch16_224, vit_tiny_patch16_384)"),
+            "{list}"
+        );
         for name in architecture_names() {
             assert_eq!(
                 list.matches(&format!("{name},")).count()

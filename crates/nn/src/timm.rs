@@ -8,7 +8,9 @@
 //! - ViT / DeiT (`vit_*_patch16_*`, `deit_*_patch16_*`, class token, no `fc_norm`): `cls_token`,
 //!   `pos_embed`, `patch_embed.proj`, `blocks.N.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1,
 //!   mlp.fc2}`, `norm`, `head` onto [`VisionTransformer`](crate::VisionTransformer)'s keys (timm's
-//!   packed `qkv` is PyTorch's `in_proj_weight`, same q, k, v order).
+//!   packed `qkv` is PyTorch's `in_proj_weight`, same q, k, v order). A `pos_embed` for
+//!   another image size (a `_384` folder into a 224-pixel model) is resampled to the model's
+//!   grid as timm does ([`resample_abs_pos_embed`]).
 //! - ConvNeXt (`convnext_*`): `stem.{0,1}`, `stages.S.downsample.{0,1}`,
 //!   `stages.S.blocks.M.{gamma, conv_dw, norm, mlp.fc1, mlp.fc2}`, `head.{norm, fc}` onto
 //!   [`ConvNeXt`](crate::ConvNeXt)'s `features.*` / `classifier.*`, `gamma` `[C]` reshaped to
@@ -57,9 +59,13 @@ pub const TIMM_ARCHITECTURES: &[&str] = &[
     "vit_tiny_patch16_224",
     "vit_small_patch16_224",
     "vit_base_patch16_224",
+    "vit_tiny_patch16_384",
+    "vit_small_patch16_384",
+    "vit_base_patch16_384",
     "deit_tiny_patch16_224",
     "deit_small_patch16_224",
     "deit_base_patch16_224",
+    "deit_base_patch16_384",
 ];
 
 /// Whether timm's weights of the architecture `name` (a Hub folder's `architecture`, its `.tag`
@@ -378,6 +384,64 @@ pub fn timm_to_torchvision(weights: Vec<(String, Tensor)>) -> (Vec<(String, Tens
         }
     };
     (mapped, Some(format!("timm {layout} layout -> torchvision ({n} keys)")))
+}
+
+/// timm's `resample_abs_pos_embed` (timm 1.0.31, `layers/pos_embed.py`) for a square grid:
+/// the position embedding `posemb` `[1, prefix + H*W, D]` (the first `num_prefix_tokens`, the
+/// class token's, kept as they are) with its `H x W` grid resized to `new_grid` by
+/// `F.interpolate(mode="bicubic", antialias=True, align_corners=False)` in float32 (PyTorch's
+/// `_upsample_bicubic2d_aa`, whose cubic is Pillow's, a = -0.5, up- or downsampling), then back
+/// to `posemb`'s dtype. A grid of the same size is returned unchanged.
+///
+/// # Panics
+/// When `posemb` is not `[1, prefix + N, D]` with `N` a square.
+pub fn resample_abs_pos_embed(posemb: &Tensor, new_grid: [i64; 2], num_prefix_tokens: i64) -> Tensor {
+    let size = posemb.size();
+    assert!(size.len() == 3 && size[0] == 1, "a position embedding is [1, tokens, dim], not {size:?}");
+    let (tokens, dim) = (size[1] - num_prefix_tokens, size[2]);
+    let side = (tokens as f64).sqrt().round() as i64;
+    assert_eq!(side * side, tokens, "{tokens} position tokens are not a square grid");
+    if [side, side] == new_grid {
+        return posemb.shallow_clone();
+    }
+    let prefix = posemb.narrow(1, 0, num_prefix_tokens);
+    let grid = posemb
+        .narrow(1, num_prefix_tokens, tokens)
+        .to_kind(tch::Kind::Float)
+        .reshape([1, side, side, dim])
+        .permute([0, 3, 1, 2]);
+    let resized = grid
+        .internal_upsample_bicubic2d_aa(new_grid, false, None, None)
+        .permute([0, 2, 3, 1])
+        .reshape([1, new_grid[0] * new_grid[1], dim])
+        .to_kind(posemb.kind());
+    Tensor::cat(&[prefix, resized], 1)
+}
+
+/// The ViT position embedding among `weights` (torchvision's `encoder.pos_embedding`, after
+/// [`timm_to_torchvision`]) resampled to the model's `target` shape `[1, 1 + H*W, D]` when its
+/// grid differs ([`resample_abs_pos_embed`], one class token), with a line for the load report
+/// (`timm ViT position embedding resampled 4x4 -> 3x3 (bicubic, timm's resample_abs_pos_embed)`);
+/// `None`, and `weights` unchanged, when the grids are equal or the shapes are not those of a
+/// square grid with the same width (the strict load then names the shapes).
+pub(crate) fn resample_vit_pos_embedding(weights: &mut [(String, Tensor)], target: &[i64]) -> Option<String> {
+    let (_, t) = weights.iter_mut().find(|(k, _)| k == "encoder.pos_embedding")?;
+    let size = t.size();
+    let grid = |n: i64| {
+        let side = ((n - 1).max(0) as f64).sqrt().round() as i64;
+        (n > 1 && side * side == n - 1).then_some(side)
+    };
+    if size.len() != 3 || target.len() != 3 || size[0] != 1 || target[0] != 1 || size[2] != target[2] {
+        return None;
+    }
+    let (from, to) = (grid(size[1])?, grid(target[1])?);
+    if from == to {
+        return None;
+    }
+    *t = resample_abs_pos_embed(t, [to, to], 1);
+    Some(format!(
+        "timm ViT position embedding resampled {from}x{from} -> {to}x{to} (bicubic, timm's resample_abs_pos_embed)"
+    ))
 }
 
 fn vit_key(k: &str) -> Option<String> {

@@ -91,7 +91,7 @@ fn hub_folder(case: &Value, weights: &[(String, Tensor)], what: &str) -> PathBuf
 }
 
 fn model_for(case: &Value) -> Box<dyn Module> {
-    let arch = architecture(case["name"].as_str().unwrap()).expect("a registered timm name");
+    let arch = architecture(case["architecture"].as_str().unwrap()).expect("a registered timm name");
     let spec = ModelSpec::new(10, case["image_size"].as_i64().unwrap());
     arch.build(spec, LayerOptions::default().skip_init()).unwrap()
 }
@@ -204,6 +204,31 @@ fn timm_convnext_base_folder_gives_timms_logits() {
     check_case("convnext_base");
 }
 
+/// A `_384` ViT folder whose weights were made at 64 pixels (a 4x4 patch grid) loads into a
+/// model built at 48 (3x3) and at 80 (5x5): the position embedding is resampled as timm's
+/// `checkpoint_filter_fn` resamples it (`resample_abs_pos_embed`: bicubic with antialias,
+/// Pillow's cubic, down and up), compared directly (1e-6) and through the logits (1e-4).
+#[test]
+fn timm_vit_384_folder_at_another_size_resamples_the_position_embedding() {
+    let fx = load(fixture("timm/timm_logits.safetensors"));
+    for (name, from, to) in [("vit_tiny_patch16_384_at_48", 4, 3), ("vit_tiny_patch16_384_at_80", 4, 5)] {
+        check_case(name);
+        let case = case(name);
+        let dir = hub_folder(&case, &timm_weights(&case), name);
+        let model = model_for(&case);
+        let report = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap();
+        let line = format!(
+            "timm ViT position embedding resampled {from}x{from} -> {to}x{to} (bicubic, timm's resample_abs_pos_embed)"
+        );
+        assert!(report.rewrites.contains(&line), "{:?}", report.rewrites);
+        let ours =
+            state_dict(model.as_ref()).into_iter().find(|(k, _)| k == "encoder.pos_embedding").unwrap().1;
+        let diff = assert_close(name, &ours, &fx[&format!("pos_embed.{name}")], 0.0, 1e-6);
+        eprintln!("{name}: max |pos_embed - timm's resampled| = {diff:.2e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn timm_config_json_reads_timms_fields() {
     let case = case("resnet18");
@@ -237,13 +262,22 @@ fn timm_folder_errors_name_the_file() {
     let model = model_for(&case);
     let e = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap_err().to_string();
     assert!(e.contains("fc_norm.weight"), "{e}");
-    // A shape that differs (a 224-pixel position embedding into a 64-pixel model) is named.
+    // A 224-pixel position embedding (14x14) loads into the 64-pixel model, resampled to 4x4;
+    // one that is no square grid of patches (195 of them) or of another width is named.
     weights.pop();
-    let pos = weights.iter_mut().find(|(k, _)| k == "pos_embed").unwrap();
-    pos.1 = Tensor::zeros([1, 197, 192], (Kind::Float, tch::Device::Cpu));
-    write_safetensors(&weights, dir.join("model.safetensors")).unwrap();
-    let e = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap_err().to_string();
-    assert!(e.contains("encoder.pos_embedding"), "{e}");
+    let set_pos = |weights: &mut Vec<(String, Tensor)>, shape: [i64; 3]| {
+        let pos = weights.iter_mut().find(|(k, _)| k == "pos_embed").unwrap();
+        pos.1 = Tensor::zeros(shape, (Kind::Float, tch::Device::Cpu));
+        write_safetensors(weights, dir.join("model.safetensors")).unwrap();
+    };
+    set_pos(&mut weights, [1, 197, 192]);
+    let report = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap();
+    assert!(report.rewrites.iter().any(|r| r.contains("resampled 14x14 -> 4x4")), "{:?}", report.rewrites);
+    for shape in [[1, 196, 192], [1, 197, 96]] {
+        set_pos(&mut weights, shape);
+        let e = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap_err().to_string();
+        assert!(e.contains("encoder.pos_embedding"), "{e}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
