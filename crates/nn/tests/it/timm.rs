@@ -182,8 +182,18 @@ fn timm_efficientnet_b0_folder_gives_timms_logits() {
 }
 
 #[test]
+fn timm_efficientnet_b1_folder_gives_timms_logits() {
+    check_case("efficientnet_b1");
+}
+
+#[test]
 fn timm_efficientnet_b2_folder_gives_timms_logits() {
     check_case("efficientnet_b2");
+}
+
+#[test]
+fn timm_efficientnet_b3_folder_gives_timms_logits() {
+    check_case("efficientnet_b3");
 }
 
 /// timm's MobileNetV3 layout (the blocks numbered per stage, `conv_head` a 1x1 convolution on
