@@ -813,26 +813,26 @@ fn nan_starting_weights_and_unsupported_hub_folders_name_the_cause() {
         "{err}"
     );
     assert!(!err.contains("model.name = \"resnet9000\""), "{err}");
-    // A registry name whose timm layout is not torchvision's (timm's efficientnet_b0 has
-    // `conv_stem`/`blocks.*`): one line, before the load, not a list of keys.
-    std::fs::write(hub.join("config.json"), r#"{"architecture": "efficientnet_b0", "num_classes": 1000}"#)
+    // A registry name that is not timm's (torchvision's `mobilenet_v3_large`; timm's is
+    // `mobilenetv3_large_100`): one line, before the load, not a list of keys.
+    std::fs::write(hub.join("config.json"), r#"{"architecture": "mobilenet_v3_large", "num_classes": 1000}"#)
         .unwrap();
-    c.model.name = "efficientnet_b0".into();
+    c.model.name = "mobilenet_v3_large".into();
     let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
     assert!(
         !err.contains('\n')
-            && err.contains("`efficientnet_b0` is not a supported architecture")
+            && err.contains("`mobilenet_v3_large` is not a supported architecture")
             && err.contains("resnet18, ")
             && err.contains("resnet50d")
             && !err.contains("conv_stem"),
         "{err}"
     );
-    // A model name the registry lacks (timm's MobileNetV3 name): one line, listing the names.
-    c.model.name = "mobilenetv3_large_100".into();
+    // A model name the registry lacks (timm's MobileNetV4): one line, listing the names.
+    c.model.name = "mobilenetv4_conv_small".into();
     let err = fit(c, &Progress::quiet()).unwrap_err().to_string();
     assert!(
         !err.contains('\n')
-            && err.contains("mobilenetv3_large_100")
+            && err.contains("mobilenetv4_conv_small")
             && err.contains("unknown model")
             && err.contains("resnet50d"),
         "{err}"
