@@ -7,7 +7,10 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use torchlight_data::Subset;
-use torchlight_recipes::image::{eval_preprocessing, evaluate, evaluate_with_logits, loader, Evaluated};
+use torchlight_recipes::image::{
+    eval_preprocessing, evaluate, evaluate_tta, evaluate_with_logits, loader, Evaluated, Tta, TtaEvaluated,
+    TTA_AVERAGES, TTA_NAMES,
+};
 use torchlight_recipes::text;
 use torchlight_tensor::DeviceSpec;
 use torchlight_train::{
@@ -50,11 +53,20 @@ pub struct Args {
     /// most-confused class pairs) into this folder as `report.json` and `report.csv`; for an
     /// image checkpoint also `errors.png`, the 16 misclassified images with the highest
     /// confidence in their wrong class (true class, predicted class, confidence, file), where
-    /// label errors show first.
+    /// label errors show first (not with --tta, whose views have no one image to show).
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+    /// Test-time augmentation (image checkpoints): evaluate every view and average their
+    /// softmax probabilities (not logits). `hflip`: the evaluation transform and its
+    /// horizontal flip; `five_crop` / `ten_crop`: torchvision's FiveCrop / TenCrop of the
+    /// crop size in place of the centre crop, after the same resize; `multi_scale`: the
+    /// evaluation transform with the resize side at the crop size, the resize and resize *
+    /// 256/224. Each view's accuracy and the averaged one are reported; accuracy, loss,
+    /// report and confusion matrix are the averaged prediction's.
+    #[arg(long, value_name = "VIEWS", value_parser = clap::builder::PossibleValuesParser::new(TTA_NAMES), conflicts_with = "calibrate")]
+    tta: Option<String>,
     /// Print the results as JSON (the count under `images`, or `documents` for a text model;
-    /// the per-class report under `report`).
+    /// the per-class report under `report`; with --tta, the views under `tta`).
     #[arg(long)]
     json: bool,
 }
@@ -72,10 +84,18 @@ pub fn run(args: Args) -> Result<()> {
     let classes = &loaded.card.classes;
     let dir = data_folder(&args.data)?;
     let progress = if args.json { Progress::quiet() } else { Progress::auto() };
+    let tta = args.tta.as_deref().map(Tta::parse).transpose().map_err(anyhow::Error::msg)?;
+    let mut tta_result: Option<TtaEvaluated> = None;
     // What is counted: a text model reads documents, an image model images.
     // An image evaluation's files and logits, for `errors.png` (`--report`).
     let mut image_logits: Option<(Vec<(PathBuf, i64)>, Evaluated)> = None;
     let (m, calibrated, unit) = if let Some(tokenizer) = &loaded.tokenizer {
+        if tta.is_some() {
+            bail!(
+                "--tta: {} is a text checkpoint; test-time augmentation makes views of images (image checkpoints only)",
+                loaded.from.dir.display()
+            );
+        }
         let folder = text::open_eval_folder(&dir, config, classes)?;
         check_classes(&dir, folder.classes(), classes)?;
         let mut batches = text::eval_loader(folder, Arc::clone(tokenizer), config, device)?;
@@ -96,32 +116,42 @@ pub fn run(args: Args) -> Result<()> {
             .with_exif_transpose(config.data.exif_transpose)
             .with_transform(eval_preprocessing(config).transform());
         check_classes(&dir, folder.classes(), classes)?;
-        let n = torchlight_data::Dataset::len(&folder);
-        let samples = folder.samples().to_vec();
-        let split = Subset::new(Arc::new(folder), (0..n).collect())?;
-        let mut batches = loader(split, config, false, device)?;
-        let (m, calibrated) = if args.calibrate || args.report.is_some() {
-            let e = evaluate_with_logits(
-                loaded.model.as_ref(),
-                &mut batches,
-                device,
-                config,
-                classes.len(),
-                &progress,
-            )?;
-            let name = if dir.ends_with("test") { "test" } else { "data" };
-            let c = if args.calibrate {
-                Some(calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?)
-            } else {
-                None
-            };
-            let m = e.summary.clone();
-            image_logits = Some((samples, e));
-            (m, c)
+        if let Some(tta) = tta {
+            let e = evaluate_tta(loaded.model.as_ref(), &dir, tta, device, config, classes.len(), &progress)?;
+            let m = e.averaged.clone();
+            tta_result = Some(e);
+            (m, None, "images")
         } else {
-            (evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?, None)
-        };
-        (m, calibrated, "images")
+            let n = torchlight_data::Dataset::len(&folder);
+            let samples = folder.samples().to_vec();
+            let split = Subset::new(Arc::new(folder), (0..n).collect())?;
+            let mut batches = loader(split, config, false, device)?;
+            let (m, calibrated) = if args.calibrate || args.report.is_some() {
+                let e = evaluate_with_logits(
+                    loaded.model.as_ref(),
+                    &mut batches,
+                    device,
+                    config,
+                    classes.len(),
+                    &progress,
+                )?;
+                let name = if dir.ends_with("test") { "test" } else { "data" };
+                let c = if args.calibrate {
+                    Some(calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?)
+                } else {
+                    None
+                };
+                let m = e.summary.clone();
+                image_logits = Some((samples, e));
+                (m, c)
+            } else {
+                (
+                    evaluate(loaded.model.as_ref(), &mut batches, device, config, classes.len(), &progress)?,
+                    None,
+                )
+            };
+            (m, calibrated, "images")
+        }
     };
     // The temperature travels with the checkpoint: predict and export apply it.
     let calibrated = match calibrated {
@@ -167,12 +197,20 @@ pub fn run(args: Args) -> Result<()> {
         if let Some(e) = &errors {
             json["errors"] = e.to_json(classes);
         }
+        if let Some(t) = &tta_result {
+            json["tta"] = tta_json(t);
+        }
         outln!("{}", serde_json::to_string_pretty(&json)?)?;
         return Ok(());
     }
     outln!("{}", loaded.from)?;
     outln!("{}: {} {unit}", dir.display(), m.count)?;
     outln!("accuracy {:.4}   top{} {:.4}   loss {:.4}", m.top1, m.k, m.topk, m.loss)?;
+    if let Some(t) = &tta_result {
+        for line in tta_lines(t) {
+            outln!("{line}")?;
+        }
+    }
     let width = classes.iter().map(String::len).max().unwrap_or(5).max(5);
     outln!("")?;
     for line in report.to_text(classes, MOST_CONFUSED).lines() {
@@ -198,6 +236,65 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `eval --json`'s `tta`: the augmentation, what is averaged, each view's figures, the
+/// averaged prediction's and its accuracy gain over the evaluation transform's view.
+fn tta_json(t: &TtaEvaluated) -> serde_json::Value {
+    let figures = |m: &torchlight_train::MetricsSummary| {
+        serde_json::json!({
+            "accuracy": m.top1,
+            format!("top{}_accuracy", m.k): m.topk,
+            "loss": m.loss,
+        })
+    };
+    let views: Vec<_> = t
+        .views
+        .iter()
+        .map(|v| {
+            let mut j = figures(&v.summary);
+            j["name"] = v.name.clone().into();
+            j["is_eval_transform"] = v.is_eval.into();
+            j
+        })
+        .collect();
+    serde_json::json!({
+        "mode": t.tta.name(),
+        "averages": TTA_AVERAGES,
+        "views": views,
+        "averaged": figures(&t.averaged),
+        "accuracy_gain": t.eval_view().map(|v| t.averaged.top1 - v.summary.top1),
+    })
+}
+
+/// The text form of [`tta_json`]: one row per view, then the average.
+fn tta_lines(t: &TtaEvaluated) -> Vec<String> {
+    let width = t.views.iter().map(|v| v.name.len()).max().unwrap_or(0).max("averaged".len());
+    let mut lines = vec![
+        String::new(),
+        format!(
+            "test-time augmentation {}: {} averaged over {} views",
+            t.tta.name(),
+            TTA_AVERAGES,
+            t.views.len()
+        ),
+        format!("  {:<width$}  accuracy  loss", "view"),
+    ];
+    for v in &t.views {
+        let mark = if v.is_eval { "   (the evaluation transform)" } else { "" };
+        lines.push(format!("  {:<width$}  {:.4}    {:.4}{mark}", v.name, v.summary.top1, v.summary.loss));
+    }
+    let gain = t
+        .eval_view()
+        .map(|v| format!("   ({:+.4} over the evaluation transform)", t.averaged.top1 - v.summary.top1));
+    lines.push(format!(
+        "  {:<width$}  {:.4}    {:.4}{}",
+        "averaged",
+        t.averaged.top1,
+        t.averaged.loss,
+        gain.unwrap_or_default()
+    ));
+    lines
 }
 
 /// Writes `report.json` and `report.csv` into `dir` (made if missing), each through a

@@ -7,7 +7,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use tch::{Device, Kind, Tensor};
 use torchlight_export::load_torchscript;
-use torchlight_recipes::image::eval_preprocessing;
+use torchlight_recipes::image::{
+    average_softmax, eval_preprocessing, view_batch, Tta, TTA_AVERAGES, TTA_NAMES,
+};
 use torchlight_recipes::text;
 use torchlight_tensor::{no_grad, seed::rng_from_seed, DeviceSpec};
 use torchlight_vision::{decode_file_with, DecodeOptions, Sample, Transform, DEFAULT_MAX_IMAGE_PIXELS};
@@ -50,7 +52,13 @@ pub struct Args {
     /// 178956970.
     #[arg(long)]
     max_image_pixels: Option<u64>,
-    /// Print the results as JSON.
+    /// Test-time augmentation (image models): classify every view of each image in one batch
+    /// and report the mean of their softmax probabilities (not logits); the views are
+    /// `torchlight eval --tta`'s (`hflip`, `five_crop`, `ten_crop`, `multi_scale`).
+    #[arg(long, value_name = "VIEWS", value_parser = clap::builder::PossibleValuesParser::new(TTA_NAMES))]
+    tta: Option<String>,
+    /// Print the results as JSON (with --tta, each result's `tta` names the augmentation and
+    /// its views).
     #[arg(long)]
     json: bool,
 }
@@ -103,6 +111,12 @@ pub fn run(args: Args) -> Result<()> {
             None => load(args.path(), device)?,
         };
         if loaded.tokenizer.is_some() {
+            if args.tta.is_some() {
+                bail!(
+                    "--tta: {} is a text checkpoint; test-time augmentation makes views of images (image checkpoints only)",
+                    loaded.from.dir.display()
+                );
+            }
             return run_text(&args, loaded, device);
         }
         if !args.text.is_empty() {
@@ -134,19 +148,48 @@ pub fn run(args: Args) -> Result<()> {
     let decode =
         DecodeOptions::default().with_max_pixels((limit > 0).then_some(limit)).with_exif_transpose(exif);
     let transform = preprocessing.transform();
+    let tta = args.tta.as_deref().map(Tta::parse).transpose().map_err(anyhow::Error::msg)?;
+    let views = tta.map(|t| t.views(&preprocessing)).transpose()?;
+    let tta_json = tta.zip(views.as_ref()).map(|(t, views)| {
+        let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+        if !args.json {
+            eprintln!(
+                "test-time augmentation {}: {TTA_AVERAGES} averaged over {} views ({})",
+                t.name(),
+                names.len(),
+                names.join(", ")
+            );
+        }
+        serde_json::json!({ "mode": t.name(), "averages": TTA_AVERAGES, "views": names })
+    });
     let k = args.top_k.clamp(1, classes.len()) as i64;
+    let forward = |x: Tensor| -> Result<Tensor> {
+        let _g = no_grad();
+        Ok(match &runner {
+            Runner::Native(l) => scaled(l.model.forward_t(&x, false), l.card.temperature),
+            // An exported module (its graph divides by a stored temperature itself) was traced on one image: the views go through one at a time.
+            Runner::Script(m) => {
+                let outputs = x
+                    .split(1, 0)
+                    .into_iter()
+                    .map(|x| m.forward_ts(&[x]).map_err(|e| anyhow!("{}: {e}", args.path().display())))
+                    .collect::<Result<Vec<_>>>()?;
+                Tensor::cat(&outputs, 0)
+            }
+        })
+    };
     let classify = |path: &Path| -> Result<Vec<(String, f64)>> {
-        let x = preprocess(&transform, path, &decode)?.to_device(device);
-        let logits = {
-            let _g = no_grad();
-            match &runner {
-                Runner::Native(l) => scaled(l.model.forward_t(&x, false), l.card.temperature),
-                Runner::Script(m) => {
-                    m.forward_ts(&[x]).map_err(|e| anyhow!("{}: {e}", args.path().display()))?
-                }
+        let probabilities = match &views {
+            None => {
+                forward(preprocess(&transform, path, &decode)?.to_device(device))?.softmax(-1, Kind::Float)
+            }
+            Some(views) => {
+                let image = decode_file_with(path, &decode)?;
+                let logits = forward(view_batch(&image, views)?.to_device(device))?;
+                average_softmax(&logits).unsqueeze(0)
             }
         };
-        top_classes(&logits, k, &classes)
+        top_classes(&probabilities, k, &classes)
     };
     let mut failed = 0;
     let mut results: Vec<(PathBuf, Outcome)> = Vec::new();
@@ -176,6 +219,12 @@ pub fn run(args: Args) -> Result<()> {
                 }),
                 Err(e) => serde_json::json!({"image": path, "checkpoint": source, "error": e}),
             })
+            .map(|mut result| {
+                if let Some(t) = &tta_json {
+                    result["tta"] = t.clone();
+                }
+                result
+            })
             .collect();
         outln!("{}", serde_json::to_string_pretty(&json)?)?;
     }
@@ -203,10 +252,9 @@ fn note_temperature(source: &mut serde_json::Value, temperature: f64, json: bool
     source["temperature"] = serde_json::json!(temperature);
 }
 
-/// The `k` most probable classes of one input's logits `[1, C]`, with their softmax
-/// probabilities, most probable first.
-fn top_classes(logits: &Tensor, k: i64, classes: &[String]) -> Result<Vec<(String, f64)>> {
-    let probs = logits.softmax(-1, Kind::Float).squeeze_dim(0).to_device(Device::Cpu);
+/// The `k` most probable classes of one input's probabilities `[1, C]`, most probable first.
+fn top_classes(probabilities: &Tensor, k: i64, classes: &[String]) -> Result<Vec<(String, f64)>> {
+    let probs = probabilities.squeeze_dim(0).to_device(Device::Cpu);
     let (p, i) = probs.topk(k, 0, true, true);
     Ok(Vec::<i64>::try_from(&i)?
         .into_iter()
@@ -258,7 +306,7 @@ fn run_text(args: &Args, loaded: crate::loaded::Loaded, device: Device) -> Resul
         };
         let inputs = text::document_inputs(tokenizer, &text, max_len).with_context(|| input.name(true))?;
         let logits = scaled(text::text_logits(loaded.model.as_ref(), &inputs, device)?, temperature);
-        top_classes(&logits, k, classes)
+        top_classes(&logits.softmax(-1, Kind::Float), k, classes)
     };
     let inputs: Vec<TextInput> = args
         .text

@@ -192,6 +192,13 @@ pub fn convnext_setting(small: bool) -> Vec<CNBlockConfig> {
     ]
 }
 
+/// The stages of ConvNeXt-Base (`[3, 3, 27, 3]` blocks of 128, 256, 512, 1024 channels).
+pub fn convnext_base_setting() -> Vec<CNBlockConfig> {
+    let c =
+        |input_channels, out_channels, num_layers| CNBlockConfig { input_channels, out_channels, num_layers };
+    vec![c(128, Some(256), 3), c(256, Some(512), 3), c(512, Some(1024), 27), c(1024, None, 3)]
+}
+
 /// `torchvision.models.convnext_tiny(num_classes=...)`: stochastic depth 0.1; 28.6M parameters
 /// at 1000 classes.
 pub fn convnext_tiny(num_classes: i64) -> ConvNeXt {
@@ -214,4 +221,16 @@ pub fn convnext_small(num_classes: i64) -> ConvNeXt {
 /// (uninitialised with [`LayerOptions::skip_init`]).
 pub fn convnext_small_on(num_classes: i64, options: impl Into<LayerOptions>) -> ConvNeXt {
     ConvNeXt::new_on(&convnext_setting(true), 0.4, 1e-6, num_classes, options)
+}
+
+/// `torchvision.models.convnext_base(num_classes=...)`: stochastic depth 0.5; 88.6M parameters
+/// at 1000 classes (timm's `convnext_base` weights load into it).
+pub fn convnext_base(num_classes: i64) -> ConvNeXt {
+    convnext_base_on(num_classes, LayerOptions::default())
+}
+
+/// [`convnext_base`] with its tensors created in `options`' dtype on its device (uninitialised
+/// with [`LayerOptions::skip_init`]).
+pub fn convnext_base_on(num_classes: i64, options: impl Into<LayerOptions>) -> ConvNeXt {
+    ConvNeXt::new_on(&convnext_base_setting(), 0.5, 1e-6, num_classes, options)
 }

@@ -109,8 +109,8 @@ pub use classifier::{classifier_of, Classifier};
 pub use conv::{Conv2d, Conv2dConfig};
 pub use conv_norm_activation::{Conv2dNormActivation, Norm};
 pub use convnext::{
-    convnext_setting, convnext_small, convnext_small_on, convnext_tiny, convnext_tiny_on, CNBlock,
-    CNBlockConfig, ConvNeXt,
+    convnext_base, convnext_base_on, convnext_base_setting, convnext_setting, convnext_small,
+    convnext_small_on, convnext_tiny, convnext_tiny_on, CNBlock, CNBlockConfig, ConvNeXt,
 };
 pub use dropout::Dropout;
 pub use efficientnet::{
@@ -134,7 +134,8 @@ pub use loss::{BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, 
 pub use mobilenetv2::{mobilenet_v2, mobilenet_v2_on, InvertedResidualV2, MobileNetV2};
 pub use mobilenetv3::{
     mobilenet_v3_config, mobilenet_v3_large, mobilenet_v3_large_on, mobilenet_v3_small,
-    mobilenet_v3_small_on, InvertedResidualConfig, InvertedResidualV3, MobileNetV3, MobileNetV3Arch,
+    mobilenet_v3_small_on, mobilenetv3_large_100_on, mobilenetv3_small_100_on, InvertedResidualConfig,
+    InvertedResidualV3, MobileNetV3, MobileNetV3Arch,
 };
 pub use module::{
     count_parameters, freeze, freeze_all_but, named_buffers, named_parameters, named_parameters_with_kind,
@@ -173,8 +174,9 @@ pub use text_classifiers::{
     TransformerClassifier, PAD_ID,
 };
 pub use timm::{
-    check_timm_architecture, hub_weights_file, parse_hub_config, read_hub_folder, timm_layout,
-    timm_to_torchvision, HubConfig, HubFolder, PretrainedCfg, HUB_WEIGHT_FILES, TIMM_ARCHITECTURES,
+    check_timm_architecture, hub_weights_file, parse_hub_config, read_hub_folder, resample_abs_pos_embed,
+    timm_layout, timm_to_torchvision, HubConfig, HubFolder, PretrainedCfg, HUB_WEIGHT_FILES,
+    TIMM_ARCHITECTURES,
 };
 pub use transformer::{
     TransformerActivation, TransformerEncoder, TransformerEncoderLayer, TransformerEncoderLayerConfig,

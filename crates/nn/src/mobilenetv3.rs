@@ -207,9 +207,25 @@ impl MobileNetV3 {
         dropout: f64,
         options: impl Into<LayerOptions>,
     ) -> Self {
+        let bn = BatchNormConfig { eps: 0.001, momentum: Some(0.01), ..BatchNormConfig::default() };
+        Self::with_batch_norm_on(setting, last_channel, num_classes, dropout, bn, options)
+    }
+
+    /// [`new_on`](Self::new_on) with the BatchNorms `bn` (timm's `mobilenetv3_*_100`: PyTorch's
+    /// default eps 1e-5, momentum 0.1).
+    ///
+    /// # Panics
+    /// When `setting` is empty.
+    pub fn with_batch_norm_on(
+        setting: &[InvertedResidualConfig],
+        last_channel: i64,
+        num_classes: i64,
+        dropout: f64,
+        bn: BatchNormConfig,
+        options: impl Into<LayerOptions>,
+    ) -> Self {
         assert!(!setting.is_empty(), "MobileNetV3: the inverted residual setting should not be empty");
         let o = options.into();
-        let bn = BatchNormConfig { eps: 0.001, momentum: Some(0.01), ..BatchNormConfig::default() };
         let mut features = Sequential::new();
         features.push(
             Conv2dNormActivation::new(3, setting[0].input_channels, 3)
@@ -284,4 +300,22 @@ pub fn mobilenet_v3_small(num_classes: i64) -> MobileNetV3 {
 pub fn mobilenet_v3_small_on(num_classes: i64, options: impl Into<LayerOptions>) -> MobileNetV3 {
     let (setting, last) = mobilenet_v3_config(MobileNetV3Arch::Small, 1.0);
     MobileNetV3::new_on(&setting, last, num_classes, 0.2, options)
+}
+
+/// timm's `mobilenetv3_large_100` as the module timm's weights load into: torchvision's
+/// [`mobilenet_v3_large`] (keys, order, initialisation, dropout 0.2) with timm's BatchNorm,
+/// eps 1e-5 and momentum 0.1, where torchvision's has 1e-3 and 0.01. timm's keys
+/// (`conv_stem`, `blocks.S.M`, `conv_head`, `classifier`) are mapped onto it on load
+/// ([`timm_to_torchvision`](crate::timm_to_torchvision)); timm's `conv_head`, a 1x1
+/// convolution after the pooling, is `classifier.0`, the same product.
+pub fn mobilenetv3_large_100_on(num_classes: i64, options: impl Into<LayerOptions>) -> MobileNetV3 {
+    let (setting, last) = mobilenet_v3_config(MobileNetV3Arch::Large, 1.0);
+    MobileNetV3::with_batch_norm_on(&setting, last, num_classes, 0.2, BatchNormConfig::default(), options)
+}
+
+/// timm's `mobilenetv3_small_100`: torchvision's [`mobilenet_v3_small`] with timm's BatchNorm
+/// (eps 1e-5, momentum 0.1), as [`mobilenetv3_large_100_on`].
+pub fn mobilenetv3_small_100_on(num_classes: i64, options: impl Into<LayerOptions>) -> MobileNetV3 {
+    let (setting, last) = mobilenet_v3_config(MobileNetV3Arch::Small, 1.0);
+    MobileNetV3::with_batch_norm_on(&setting, last, num_classes, 0.2, BatchNormConfig::default(), options)
 }

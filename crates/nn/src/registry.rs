@@ -3,7 +3,7 @@
 //! line can name a model, and a program can add its own.
 
 use crate::classifier::{classifier_of, Classifier};
-use crate::convnext::{convnext_small_on, convnext_tiny_on, ConvNeXt};
+use crate::convnext::{convnext_base_on, convnext_small_on, convnext_tiny_on, ConvNeXt};
 use crate::efficientnet::{
     efficientnet_b0_on, efficientnet_b1_on, efficientnet_b2_on, efficientnet_b3_on, efficientnet_v2_s_on,
     EfficientNet,
@@ -14,7 +14,10 @@ use crate::layer_groups::{
     resnet_layer_ids, vit_layer_ids, LayerGroupsFn,
 };
 use crate::mobilenetv2::{mobilenet_v2_on, MobileNetV2};
-use crate::mobilenetv3::{mobilenet_v3_large_on, mobilenet_v3_small_on, MobileNetV3};
+use crate::mobilenetv3::{
+    mobilenet_v3_large_on, mobilenet_v3_small_on, mobilenetv3_large_100_on, mobilenetv3_small_100_on,
+    MobileNetV3,
+};
 use crate::module::Module;
 use crate::options::LayerOptions;
 use crate::resnet::{
@@ -186,6 +189,21 @@ const BUILT_IN: &[Architecture] = &[
         MobileNetV3,
         mobilenet_v3_layer_ids
     ),
+    // timm's MobileNetV3s: torchvision's module with timm's BatchNorm eps (1e-5).
+    fixed_size!(
+        "mobilenetv3_small_100",
+        "classifier.3.",
+        mobilenetv3_small_100_on,
+        MobileNetV3,
+        mobilenet_v3_layer_ids
+    ),
+    fixed_size!(
+        "mobilenetv3_large_100",
+        "classifier.3.",
+        mobilenetv3_large_100_on,
+        MobileNetV3,
+        mobilenet_v3_layer_ids
+    ),
     fixed_size!("efficientnet_b0", "classifier.1.", efficientnet_b0_on, EfficientNet, efficientnet_layer_ids),
     fixed_size!("efficientnet_b1", "classifier.1.", efficientnet_b1_on, EfficientNet, efficientnet_layer_ids),
     fixed_size!("efficientnet_b2", "classifier.1.", efficientnet_b2_on, EfficientNet, efficientnet_layer_ids),
@@ -199,6 +217,7 @@ const BUILT_IN: &[Architecture] = &[
     ),
     fixed_size!("convnext_tiny", "classifier.2.", convnext_tiny_on, ConvNeXt, convnext_layer_ids),
     fixed_size!("convnext_small", "classifier.2.", convnext_small_on, ConvNeXt, convnext_layer_ids),
+    fixed_size!("convnext_base", "classifier.2.", convnext_base_on, ConvNeXt, convnext_layer_ids),
     Architecture::new("vit_b_16", "heads.head.", |s, o| vit("vit_b_16", VitConfig::b_16(s.image_size), s, o))
         .with_classifier(classifier_of::<VisionTransformer>)
         .with_layer_groups(vit_layer_ids),
@@ -211,6 +230,12 @@ const BUILT_IN: &[Architecture] = &[
     timm_vit!("deit_tiny_patch16_224", ti_16),
     timm_vit!("deit_small_patch16_224", s_16),
     timm_vit!("deit_base_patch16_224", b_16),
+    // The `_384` names: the same modules, which load the 384-pixel weights at any image size
+    // (the position embedding resampled as timm does, `resample_abs_pos_embed`).
+    timm_vit!("vit_tiny_patch16_384", ti_16),
+    timm_vit!("vit_small_patch16_384", s_16),
+    timm_vit!("vit_base_patch16_384", b_16),
+    timm_vit!("deit_base_patch16_384", b_16),
 ];
 
 static REGISTERED: RwLock<Vec<Architecture>> = RwLock::new(Vec::new());
@@ -259,6 +284,10 @@ pub const ARCHITECTURE_ALIASES: &[(&str, &str)] = &[
     ("vit_base_patch16_224", "vit_b_16"),
     ("deit_base_patch16_224", "vit_b_16"),
     ("deit_tiny_patch16_224", "vit_tiny_patch16_224"),
+    ("vit_tiny_patch16_384", "vit_tiny_patch16_224"),
+    ("vit_small_patch16_384", "vit_s_16"),
+    ("vit_base_patch16_384", "vit_b_16"),
+    ("deit_base_patch16_384", "vit_b_16"),
 ];
 
 /// The name `name` is an alias of ([`ARCHITECTURE_ALIASES`]), else `name` itself: two names
@@ -357,8 +386,16 @@ mod tests {
             assert_eq!(canonical_architecture(alias), *name);
         }
         let list = architecture_list();
-        assert!(list.contains("vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224)"), "{list}");
-        assert!(list.contains("vit_tiny_patch16_224 (alias deit_tiny_patch16_224)"), "{list}");
+        assert!(
+            list.contains(
+                "vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224, vit_small_patch16_384)"
+            ),
+            "{list}"
+        );
+        assert!(
+            list.contains("vit_tiny_patch16_224 (alias deit_tiny_patch16_224, vit_tiny_patch16_384)"),
+            "{list}"
+        );
         for name in architecture_names() {
             assert_eq!(
                 list.matches(&format!("{name},")).count()

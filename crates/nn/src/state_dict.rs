@@ -494,9 +494,11 @@ pub fn write_safetensors(tensors: &[(String, Tensor)], path: impl AsRef<Path>) -
 }
 
 /// Reads weights with [`read_weights`] and loads them with [`load_state_dict`]. Weights in one
-/// of timm's key layouts (ViT, ConvNeXt; see [`timm_to_torchvision`](crate::timm_to_torchvision))
+/// of timm's key layouts (ViT, ConvNeXt, EfficientNet; see [`timm_to_torchvision`](crate::timm_to_torchvision))
 /// are first mapped onto torchvision's, unless the model itself has timm's keys; the report's
-/// `rewrites` says so. A Hub folder whose `config.json` names an architecture timm's weights of
+/// `rewrites` says so. timm ViT weights whose position embedding is for another image size than
+/// the model's have it resampled to the model's grid as timm does
+/// ([`resample_abs_pos_embed`](crate::resample_abs_pos_embed)). A Hub folder whose `config.json` names an architecture timm's weights of
 /// which do not load is refused before its weights are read
 /// ([`check_timm_architecture`](crate::check_timm_architecture)).
 pub fn load_weights(model: &dyn Module, path: impl AsRef<Path>, options: &LoadOptions) -> Result<LoadReport> {
@@ -506,14 +508,23 @@ pub fn load_weights(model: &dyn Module, path: impl AsRef<Path>, options: &LoadOp
     }
     let weights = read_weights(path)?;
     let model_keys = named_tensors(model);
-    let own_layout =
-        model_keys.iter().any(|(k, _, _)| k == "patch_embed.proj.weight" || k == "stem.0.weight");
-    let (weights, mapped) =
+    let own_layout = model_keys.iter().any(|(k, _, _)| {
+        ["patch_embed.proj.weight", "stem.0.weight", "conv_stem.weight"].contains(&k.as_str())
+    });
+    let (mut weights, mapped) =
         if own_layout { (weights, None) } else { crate::timm::timm_to_torchvision(weights) };
+    // timm's ViT weights for another image size: the position embedding resampled to the
+    // model's grid, as timm's `checkpoint_filter_fn` does when it loads them.
+    let resampled = match mapped.as_deref() {
+        Some(line) if line.starts_with("timm ViT ") => {
+            let target =
+                model_keys.iter().find(|(k, _, _)| k == "encoder.pos_embedding").map(|(_, t, _)| t.size());
+            target.and_then(|size| crate::timm::resample_vit_pos_embedding(&mut weights, &size))
+        }
+        _ => None,
+    };
     let mut report = load_state_dict(model, weights, options)?;
-    if let Some(line) = mapped {
-        report.rewrites.insert(0, line);
-    }
+    report.rewrites.splice(0..0, mapped.into_iter().chain(resampled));
     Ok(report)
 }
 

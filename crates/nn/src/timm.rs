@@ -8,11 +8,23 @@
 //! - ViT / DeiT (`vit_*_patch16_*`, `deit_*_patch16_*`, class token, no `fc_norm`): `cls_token`,
 //!   `pos_embed`, `patch_embed.proj`, `blocks.N.{norm1, attn.qkv, attn.proj, norm2, mlp.fc1,
 //!   mlp.fc2}`, `norm`, `head` onto [`VisionTransformer`](crate::VisionTransformer)'s keys (timm's
-//!   packed `qkv` is PyTorch's `in_proj_weight`, same q, k, v order).
+//!   packed `qkv` is PyTorch's `in_proj_weight`, same q, k, v order). A `pos_embed` for
+//!   another image size (a `_384` folder into a 224-pixel model) is resampled to the model's
+//!   grid as timm does ([`resample_abs_pos_embed`]).
 //! - ConvNeXt (`convnext_*`): `stem.{0,1}`, `stages.S.downsample.{0,1}`,
 //!   `stages.S.blocks.M.{gamma, conv_dw, norm, mlp.fc1, mlp.fc2}`, `head.{norm, fc}` onto
 //!   [`ConvNeXt`](crate::ConvNeXt)'s `features.*` / `classifier.*`, `gamma` `[C]` reshaped to
 //!   torchvision's `layer_scale` `[C, 1, 1]`.
+//! - EfficientNet (`efficientnet_b0`..`efficientnet_b3`, which timm builds as torchvision does:
+//!   the same padding, BatchNorm eps 1e-5): `conv_stem`/`bn1` onto `features.0`, block
+//!   `blocks.S.M` onto `features.{S+1}.M.block` (depthwise-separable `conv_dw`, `bn1`, `se`,
+//!   `conv_pw`, `bn2`; inverted residual `conv_pw`, `bn1`, `conv_dw`, `bn2`, `se`, `conv_pwl`,
+//!   `bn3`; `se.conv_reduce`/`se.conv_expand` are `fc1`/`fc2`), `conv_head`/`bn2` onto the last
+//!   `features`, `classifier` onto `classifier.1`.
+//! - MobileNetV3 (`mobilenetv3_large_100`, `mobilenetv3_small_100`, built as torchvision's with
+//!   timm's BatchNorm eps 1e-5): the same block keys, the blocks numbered `features.1`.. in
+//!   order, `conv_head` (a 1x1 convolution on the pooled features) onto the Linear
+//!   `classifier.0` (`[O, I, 1, 1]` reshaped to `[O, I]`), `classifier` onto `classifier.3`.
 //!
 //! Keys of neither layout's vocabulary are left as they are, so a strict load names them.
 
@@ -23,9 +35,7 @@ use tch::Tensor;
 /// The timm architectures (timm 1.0.31's names) whose timm `state_dict` loads strictly into the
 /// registry's architecture of the same name: the only `architecture`s a Hub folder may hold.
 /// Other names are refused in one line by [`check_timm_architecture`] before any weights are
-/// read, including registry names whose timm layout differs from the torchvision module the
-/// registry builds (timm's `efficientnet_b0` has `conv_stem`/`blocks.*`, torchvision's
-/// `features.*`).
+/// read, including registry names that are not timm's (`mobilenet_v3_large`, torchvision's).
 pub const TIMM_ARCHITECTURES: &[&str] = &[
     "resnet18",
     "resnet34",
@@ -37,14 +47,25 @@ pub const TIMM_ARCHITECTURES: &[&str] = &[
     "resnet50d",
     "resnet101d",
     "resnet152d",
+    "efficientnet_b0",
+    "efficientnet_b1",
+    "efficientnet_b2",
+    "efficientnet_b3",
+    "mobilenetv3_small_100",
+    "mobilenetv3_large_100",
     "convnext_tiny",
     "convnext_small",
+    "convnext_base",
     "vit_tiny_patch16_224",
     "vit_small_patch16_224",
     "vit_base_patch16_224",
+    "vit_tiny_patch16_384",
+    "vit_small_patch16_384",
+    "vit_base_patch16_384",
     "deit_tiny_patch16_224",
     "deit_small_patch16_224",
     "deit_base_patch16_224",
+    "deit_base_patch16_384",
 ];
 
 /// Whether timm's weights of the architecture `name` (a Hub folder's `architecture`, its `.tag`
@@ -327,14 +348,18 @@ fn parse_pretrained_cfg(
     })
 }
 
-/// Which timm layout `weights` are in, by their keys: `Some("ViT")`, `Some("ConvNeXt")`, or
-/// `None` (torchvision's layout, which timm's ResNets share).
+/// Which timm layout `weights` are in, by their keys: `Some("ViT")`, `Some("ConvNeXt")`,
+/// `Some("EfficientNet")`, `Some("MobileNetV3")`, or `None` (torchvision's layout, which timm's ResNets share).
 pub fn timm_layout(weights: &[(String, Tensor)]) -> Option<&'static str> {
     let has = |k: &str| weights.iter().any(|(key, _)| key == k);
     if has("patch_embed.proj.weight") && has("cls_token") {
         Some("ViT")
     } else if has("stem.0.weight") && weights.iter().any(|(k, _)| k.starts_with("stages.")) {
         Some("ConvNeXt")
+    } else if has("conv_stem.weight") && has("conv_head.weight") && has("bn2.weight") {
+        Some("EfficientNet")
+    } else if has("conv_stem.weight") && has("conv_head.weight") && has("conv_head.bias") {
+        Some("MobileNetV3")
     } else {
         None
     }
@@ -346,14 +371,77 @@ pub fn timm_layout(weights: &[(String, Tensor)]) -> Option<&'static str> {
 pub fn timm_to_torchvision(weights: Vec<(String, Tensor)>) -> (Vec<(String, Tensor)>, Option<String>) {
     let Some(layout) = timm_layout(&weights) else { return (weights, None) };
     let n = weights.len();
-    let mapped = weights
-        .into_iter()
-        .map(|(k, t)| match layout {
-            "ViT" => (vit_key(&k).unwrap_or(k), t),
-            _ => convnext_entry(k, t),
-        })
-        .collect();
+    let mapped = match layout {
+        "ViT" => weights.into_iter().map(|(k, t)| (vit_key(&k).unwrap_or(k), t)).collect(),
+        "ConvNeXt" => weights.into_iter().map(|(k, t)| convnext_entry(k, t)).collect(),
+        "EfficientNet" => {
+            let blocks = MobileBlocks::of(&weights);
+            weights.into_iter().map(|(k, t)| (blocks.efficientnet_key(&k).unwrap_or(k), t)).collect()
+        }
+        _ => {
+            let blocks = MobileBlocks::of(&weights);
+            weights.into_iter().map(|(k, t)| blocks.mobilenet_v3_entry(k, t)).collect()
+        }
+    };
     (mapped, Some(format!("timm {layout} layout -> torchvision ({n} keys)")))
+}
+
+/// timm's `resample_abs_pos_embed` (timm 1.0.31, `layers/pos_embed.py`) for a square grid:
+/// the position embedding `posemb` `[1, prefix + H*W, D]` (the first `num_prefix_tokens`, the
+/// class token's, kept as they are) with its `H x W` grid resized to `new_grid` by
+/// `F.interpolate(mode="bicubic", antialias=True, align_corners=False)` in float32 (PyTorch's
+/// `_upsample_bicubic2d_aa`, whose cubic is Pillow's, a = -0.5, up- or downsampling), then back
+/// to `posemb`'s dtype. A grid of the same size is returned unchanged.
+///
+/// # Panics
+/// When `posemb` is not `[1, prefix + N, D]` with `N` a square.
+pub fn resample_abs_pos_embed(posemb: &Tensor, new_grid: [i64; 2], num_prefix_tokens: i64) -> Tensor {
+    let size = posemb.size();
+    assert!(size.len() == 3 && size[0] == 1, "a position embedding is [1, tokens, dim], not {size:?}");
+    let (tokens, dim) = (size[1] - num_prefix_tokens, size[2]);
+    let side = (tokens as f64).sqrt().round() as i64;
+    assert_eq!(side * side, tokens, "{tokens} position tokens are not a square grid");
+    if [side, side] == new_grid {
+        return posemb.shallow_clone();
+    }
+    let prefix = posemb.narrow(1, 0, num_prefix_tokens);
+    let grid = posemb
+        .narrow(1, num_prefix_tokens, tokens)
+        .to_kind(tch::Kind::Float)
+        .reshape([1, side, side, dim])
+        .permute([0, 3, 1, 2]);
+    let resized = grid
+        .internal_upsample_bicubic2d_aa(new_grid, false, None, None)
+        .permute([0, 2, 3, 1])
+        .reshape([1, new_grid[0] * new_grid[1], dim])
+        .to_kind(posemb.kind());
+    Tensor::cat(&[prefix, resized], 1)
+}
+
+/// The ViT position embedding among `weights` (torchvision's `encoder.pos_embedding`, after
+/// [`timm_to_torchvision`]) resampled to the model's `target` shape `[1, 1 + H*W, D]` when its
+/// grid differs ([`resample_abs_pos_embed`], one class token), with a line for the load report
+/// (`timm ViT position embedding resampled 4x4 -> 3x3 (bicubic, timm's resample_abs_pos_embed)`);
+/// `None`, and `weights` unchanged, when the grids are equal or the shapes are not those of a
+/// square grid with the same width (the strict load then names the shapes).
+pub(crate) fn resample_vit_pos_embedding(weights: &mut [(String, Tensor)], target: &[i64]) -> Option<String> {
+    let (_, t) = weights.iter_mut().find(|(k, _)| k == "encoder.pos_embedding")?;
+    let size = t.size();
+    let grid = |n: i64| {
+        let side = ((n - 1).max(0) as f64).sqrt().round() as i64;
+        (n > 1 && side * side == n - 1).then_some(side)
+    };
+    if size.len() != 3 || target.len() != 3 || size[0] != 1 || target[0] != 1 || size[2] != target[2] {
+        return None;
+    }
+    let (from, to) = (grid(size[1])?, grid(target[1])?);
+    if from == to {
+        return None;
+    }
+    *t = resample_abs_pos_embed(t, [to, to], 1);
+    Some(format!(
+        "timm ViT position embedding resampled {from}x{from} -> {to}x{to} (bicubic, timm's resample_abs_pos_embed)"
+    ))
 }
 
 fn vit_key(k: &str) -> Option<String> {
@@ -444,6 +532,154 @@ fn convnext_key(k: &str) -> Option<String> {
     Some(format!("features.{}.{m}.{inner}", 2 * s + 1))
 }
 
+/// The blocks of a timm EfficientNet/MobileNetV3 `state_dict` (`blocks.S.M.*`): what kind each
+/// is, which decides where its keys go in torchvision's `block` Sequential.
+struct MobileBlocks {
+    /// `(stage, index)` of each block, in order, with its kind.
+    blocks: Vec<((usize, usize), MobileBlock)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MobileBlock {
+    /// An inverted residual (`conv_pw`, `conv_dw`, `conv_pwl`), not a depthwise-separable block
+    /// (`conv_dw`, `conv_pw`) or a conv-bn-act (`conv`).
+    inverted: bool,
+    /// A conv-bn-act block (`conv`, `bn1`).
+    conv_bn_act: bool,
+    /// With squeeze-excitation (`se.conv_reduce`, `se.conv_expand`).
+    se: bool,
+}
+
+impl MobileBlocks {
+    fn of(weights: &[(String, Tensor)]) -> Self {
+        let mut found = std::collections::BTreeMap::new();
+        for (k, _) in weights {
+            if let Some((s, m, inner)) = block_key(k) {
+                let block = found.entry((s, m)).or_insert(MobileBlock {
+                    inverted: false,
+                    conv_bn_act: false,
+                    se: false,
+                });
+                let module = inner.split('.').next().unwrap_or(inner);
+                block.inverted |= module == "conv_pwl";
+                block.conv_bn_act |= module == "conv";
+                block.se |= module == "se";
+            }
+        }
+        MobileBlocks { blocks: found.into_iter().collect() }
+    }
+
+    fn get(&self, s: usize, m: usize) -> Option<MobileBlock> {
+        self.blocks.iter().find(|(at, _)| *at == (s, m)).map(|(_, b)| *b)
+    }
+
+    /// timm EfficientNet's key `k` in torchvision's EfficientNet: `conv_stem`/`bn1` are
+    /// `features.0`, block `blocks.S.M` is `features.{S+1}.M.block`, `conv_head`/`bn2` the
+    /// last `features`, `classifier` is `classifier.1`.
+    fn efficientnet_key(&self, k: &str) -> Option<String> {
+        let head = self.blocks.iter().map(|((s, _), _)| s + 2).max()?;
+        if let Some((s, m, inner)) = block_key(k) {
+            let inner = self.get(s, m)?.inner_key(inner)?;
+            return Some(format!("features.{}.{m}.{inner}", s + 1));
+        }
+        stem_head_key(k, head, "features.{H}.0", Some("features.{H}.1"), "classifier.1")
+    }
+
+    /// timm MobileNetV3's key `k` in torchvision's MobileNetV3: `conv_stem`/`bn1` are
+    /// `features.0`, the blocks `features.1`.. in order (torchvision's are not grouped into
+    /// stages), the last a conv-bn-act; `conv_head` (a 1x1 convolution with bias after the
+    /// pooling, `[O, I, 1, 1]`) is `classifier.0` (a Linear, `[O, I]`), `classifier` is
+    /// `classifier.3`.
+    fn mobilenet_v3_entry(&self, k: String, t: Tensor) -> (String, Tensor) {
+        let mapped = match block_key(&k) {
+            Some((s, m, inner)) => self.blocks.iter().position(|(at, _)| *at == (s, m)).and_then(|i| {
+                let inner = self.blocks[i].1.inner_key(inner)?;
+                Some(format!("features.{}.{inner}", i + 1))
+            }),
+            None => stem_head_key(&k, 0, "classifier.0", None, "classifier.3"),
+        };
+        match mapped {
+            Some(new) if k == "conv_head.weight" && t.dim() == 4 => {
+                let size = t.size();
+                (new, t.reshape([size[0], size[1]]))
+            }
+            Some(new) => (new, t),
+            None => (k, t),
+        }
+    }
+}
+
+impl MobileBlock {
+    /// A key inside the block (`conv_dw.weight`) in torchvision's block (`block.1.0.weight`).
+    fn inner_key(&self, inner: &str) -> Option<String> {
+        let (module, leaf) = inner.split_once('.')?;
+        if self.conv_bn_act {
+            let i = match module {
+                "conv" => 0,
+                "bn1" => 1,
+                _ => return None,
+            };
+            return Some(format!("{i}.{leaf}"));
+        }
+        let se = usize::from(self.se);
+        // torchvision: [expand], depthwise, [squeeze-excitation], project; each conv-bn a
+        // Sequential whose 0 is the convolution and 1 the BatchNorm.
+        let (i, j) = match (self.inverted, module) {
+            (true, "conv_pw") => (0, 0),
+            (true, "bn1") => (0, 1),
+            (true, "conv_dw") => (1, 0),
+            (true, "bn2") => (1, 1),
+            (true, "conv_pwl") => (2 + se, 0),
+            (true, "bn3") => (2 + se, 1),
+            (false, "conv_dw") => (0, 0),
+            (false, "bn1") => (0, 1),
+            (false, "conv_pw") => (1 + se, 0),
+            (false, "bn2") => (1 + se, 1),
+            (_, "se") if self.se => {
+                let (conv, leaf) = leaf.split_once('.')?;
+                let fc = match conv {
+                    "conv_reduce" => "fc1",
+                    "conv_expand" => "fc2",
+                    _ => return None,
+                };
+                return Some(format!("block.{}.{fc}.{leaf}", 1 + usize::from(self.inverted)));
+            }
+            _ => return None,
+        };
+        Some(format!("block.{i}.{j}.{leaf}"))
+    }
+}
+
+/// `blocks.S.M.rest` as `(S, M, rest)`.
+fn block_key(k: &str) -> Option<(usize, usize, &str)> {
+    let rest = k.strip_prefix("blocks.")?;
+    let (s, rest) = rest.split_once('.')?;
+    let (m, inner) = rest.split_once('.')?;
+    Some((s.parse().ok()?, m.parse().ok()?, inner))
+}
+
+/// The stem (`conv_stem`, `bn1`), head convolution (`conv_head`, `bn2`) and `classifier` of a
+/// timm EfficientNet/MobileNetV3 under the torchvision prefixes given (`{H}` is `head`; no
+/// `bn2` for MobileNetV3, whose `conv_head` has none).
+fn stem_head_key(
+    k: &str,
+    head: usize,
+    conv_head: &str,
+    bn2: Option<&str>,
+    classifier: &str,
+) -> Option<String> {
+    let (module, leaf) = k.split_once('.')?;
+    let prefix = match module {
+        "conv_stem" => "features.0.0".to_string(),
+        "bn1" => "features.0.1".to_string(),
+        "conv_head" => conv_head.replace("{H}", &head.to_string()),
+        "bn2" => bn2?.replace("{H}", &head.to_string()),
+        "classifier" => classifier.to_string(),
+        _ => return None,
+    };
+    Some(format!("{prefix}.{leaf}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,6 +699,45 @@ mod tests {
         assert_eq!(convnext_key("stages.3.blocks.2.gamma").unwrap(), "features.7.2.layer_scale");
         assert_eq!(convnext_key("stages.0.downsample.0.weight"), None);
         assert_eq!(convnext_key("head.fc.bias").unwrap(), "classifier.2.bias");
+        let t = || Tensor::zeros([1], (tch::Kind::Float, tch::Device::Cpu));
+        let efficientnet: Vec<(String, Tensor)> = [
+            "conv_stem.weight",
+            "blocks.0.0.conv_dw.weight",
+            "blocks.0.0.se.conv_reduce.weight",
+            "blocks.0.0.conv_pw.weight",
+            "blocks.0.0.bn2.running_var",
+            "blocks.6.0.conv_pw.weight",
+            "blocks.6.0.se.conv_expand.bias",
+            "blocks.6.0.conv_pwl.weight",
+            "blocks.6.0.bn3.bias",
+            "conv_head.weight",
+            "bn2.weight",
+            "classifier.bias",
+        ]
+        .iter()
+        .map(|k| (k.to_string(), t()))
+        .collect();
+        assert_eq!(timm_layout(&efficientnet), Some("EfficientNet"));
+        let (mapped, line) = timm_to_torchvision(efficientnet);
+        let keys: Vec<&str> = mapped.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "features.0.0.weight",
+                "features.1.0.block.0.0.weight",
+                "features.1.0.block.1.fc1.weight",
+                "features.1.0.block.2.0.weight",
+                "features.1.0.block.2.1.running_var",
+                "features.7.0.block.0.0.weight",
+                "features.7.0.block.2.fc2.bias",
+                "features.7.0.block.3.0.weight",
+                "features.7.0.block.3.1.bias",
+                "features.8.0.weight",
+                "features.8.1.weight",
+                "classifier.1.bias",
+            ]
+        );
+        assert_eq!(line.unwrap(), "timm EfficientNet layout -> torchvision (12 keys)");
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod decode;
 mod decode_options;
 mod error;
 mod eval_preprocessing;
+mod five_crop;
 mod flip;
 mod gaussian_blur;
 mod geometry;
@@ -84,6 +85,7 @@ pub use decode::{
 pub use decode_options::{DecodeOptions, PixelCheck, DEFAULT_MAX_IMAGE_PIXELS, PIL_MAX_IMAGE_PIXELS};
 pub use error::{Result, VisionError};
 pub use eval_preprocessing::{CropMode, EvalPreprocessing};
+pub use five_crop::{CropView, FiveCrop, TenCrop, FIVE_CROP_NAMES};
 pub use flip::{hflip, vflip, RandomHorizontalFlip, RandomVerticalFlip};
 pub use gaussian_blur::{gaussian_blur, GaussianBlur};
 pub use geometry::{

@@ -226,9 +226,11 @@ fn model_help_shows_aliases_and_an_alias_loads_the_hub_folder_of_its_module() {
         let help = ok(&[command, "--help"]);
         let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
         for listed in [
-            "vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224)",
-            "vit_b_16 (alias vit_base_patch16_224, deit_base_patch16_224)",
-            "vit_tiny_patch16_224 (alias deit_tiny_patch16_224)",
+            "vit_s_16 (alias vit_small_patch16_224, deit_small_patch16_224, vit_small_patch16_384)",
+            "vit_b_16 (alias vit_base_patch16_224, deit_base_patch16_224, vit_base_patch16_384, deit_base_patch16_384)",
+            "vit_tiny_patch16_224 (alias deit_tiny_patch16_224, vit_tiny_patch16_384)",
+            "mobilenetv3_large_100",
+            "convnext_base",
             "resnet18d",
             "convnext_small",
         ] {

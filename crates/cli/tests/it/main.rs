@@ -14,6 +14,7 @@ mod hub_cfg;
 mod hub_deploy;
 mod setup;
 mod text;
+mod tta;
 mod tune;
 
 fn torchlight(args: &[&str]) -> Output {

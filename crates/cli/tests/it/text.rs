@@ -168,6 +168,14 @@ fn a_text_run_evaluates_predicts_and_summarises_from_its_checkpoint_alone() {
     assert!(text.contains(&format!("accuracy {val_acc:.4}")), "{text}");
     assert!(text.contains("precision     recall   f1-score    support"), "{text}");
     assert!(text.contains("weighted avg"), "{text}");
+    // Test-time augmentation makes image views: a text checkpoint refuses it in one line.
+    for cmd in [&["eval", "--data", &s(&data.join("val"))][..], &["predict", "--text", "good"][..]] {
+        let out = torchlight(&[cmd, &["--checkpoint", &run_s, "--device", "cpu", "--tta", "hflip"]].concat());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(!out.status.success() && err.trim_end().lines().count() == 1, "{err}");
+        assert!(err.starts_with("error: --tta: ") && err.contains("is a text checkpoint"), "{err}");
+        assert!(err.contains("(image checkpoints only)"), "{err}");
+    }
 
     // predict: a text full of a class's keyword is that class, and so is a file of it.
     let file = data.join("test/neg/0.txt");

@@ -12,7 +12,14 @@ use tch::{Kind, Tensor};
 use torchlight_nn::*;
 
 /// What `formula_weights` in make_timm.py computes for key number `index`.
-fn formula_tensor(index: usize, key: &str, shape: &[i64], dtype: &str) -> Tensor {
+fn formula_tensor(
+    index: usize,
+    key: &str,
+    shape: &[i64],
+    dtype: &str,
+    gain: f64,
+    layer_scale: f64,
+) -> Tensor {
     let n: i64 = shape.iter().product();
     if key.ends_with("num_batches_tracked") {
         assert_eq!(dtype, "torch.int64");
@@ -24,7 +31,14 @@ fn formula_tensor(index: usize, key: &str, shape: &[i64], dtype: &str) -> Tensor
     } else if key.ends_with("running_mean") {
         base * 0.1
     } else if shape.len() >= 2 {
-        base / ((n / shape[0]) as f64).sqrt()
+        let v = base / ((n / shape[0]) as f64).sqrt();
+        if gain == 1.0 {
+            v
+        } else {
+            v * gain
+        }
+    } else if key.ends_with("gamma") && layer_scale != 1.0 {
+        (base * 0.2 + 1.0) * layer_scale
     } else if key.ends_with("weight") || key.ends_with("gamma") {
         base * 0.2 + 1.0
     } else {
@@ -45,6 +59,8 @@ fn case(name: &str) -> Value {
 }
 
 fn timm_weights(case: &Value) -> Vec<(String, Tensor)> {
+    let gain = case["gain"].as_f64().unwrap_or(1.0);
+    let layer_scale = case["layer_scale"].as_f64().unwrap_or(1.0);
     case["keys"]
         .as_array()
         .unwrap()
@@ -53,7 +69,7 @@ fn timm_weights(case: &Value) -> Vec<(String, Tensor)> {
         .map(|(i, k)| {
             let key = k[0].as_str().unwrap();
             let shape: Vec<i64> = k[1].as_array().unwrap().iter().map(|d| d.as_i64().unwrap()).collect();
-            (key.to_string(), formula_tensor(i, key, &shape, k[2].as_str().unwrap()))
+            (key.to_string(), formula_tensor(i, key, &shape, k[2].as_str().unwrap(), gain, layer_scale))
         })
         .collect()
 }
@@ -75,7 +91,7 @@ fn hub_folder(case: &Value, weights: &[(String, Tensor)], what: &str) -> PathBuf
 }
 
 fn model_for(case: &Value) -> Box<dyn Module> {
-    let arch = architecture(case["name"].as_str().unwrap()).expect("a registered timm name");
+    let arch = architecture(case["architecture"].as_str().unwrap()).expect("a registered timm name");
     let spec = ModelSpec::new(10, case["image_size"].as_i64().unwrap());
     arch.build(spec, LayerOptions::default().skip_init()).unwrap()
 }
@@ -157,6 +173,72 @@ fn timm_convnext_tiny_folder_gives_timms_logits() {
     check_case("convnext_tiny");
 }
 
+/// timm's EfficientNet layout (`conv_stem`, `blocks.S.M.{conv_dw, conv_pw, se, conv_pwl}`,
+/// `conv_head`, `bn2`, `classifier`) maps onto the registry's (torchvision's) EfficientNet,
+/// which timm's `efficientnet_b*` computes alike (same padding, BatchNorm eps 1e-5).
+#[test]
+fn timm_efficientnet_b0_folder_gives_timms_logits() {
+    check_case("efficientnet_b0");
+}
+
+#[test]
+fn timm_efficientnet_b1_folder_gives_timms_logits() {
+    check_case("efficientnet_b1");
+}
+
+#[test]
+fn timm_efficientnet_b2_folder_gives_timms_logits() {
+    check_case("efficientnet_b2");
+}
+
+#[test]
+fn timm_efficientnet_b3_folder_gives_timms_logits() {
+    check_case("efficientnet_b3");
+}
+
+/// timm's MobileNetV3 layout (the blocks numbered per stage, `conv_head` a 1x1 convolution on
+/// the pooled features) maps onto torchvision's module built with timm's BatchNorm eps 1e-5.
+#[test]
+fn timm_mobilenetv3_large_100_folder_gives_timms_logits() {
+    check_case("mobilenetv3_large_100");
+}
+
+#[test]
+fn timm_mobilenetv3_small_100_folder_gives_timms_logits() {
+    check_case("mobilenetv3_small_100");
+}
+
+/// ConvNeXt-B: timm's ConvNeXt keys mapped onto torchvision's `convnext_base`.
+#[test]
+fn timm_convnext_base_folder_gives_timms_logits() {
+    check_case("convnext_base");
+}
+
+/// A `_384` ViT folder whose weights were made at 64 pixels (a 4x4 patch grid) loads into a
+/// model built at 48 (3x3) and at 80 (5x5): the position embedding is resampled as timm's
+/// `checkpoint_filter_fn` resamples it (`resample_abs_pos_embed`: bicubic with antialias,
+/// Pillow's cubic, down and up), compared directly (1e-6) and through the logits (1e-4).
+#[test]
+fn timm_vit_384_folder_at_another_size_resamples_the_position_embedding() {
+    let fx = load(fixture("timm/timm_logits.safetensors"));
+    for (name, from, to) in [("vit_tiny_patch16_384_at_48", 4, 3), ("vit_tiny_patch16_384_at_80", 4, 5)] {
+        check_case(name);
+        let case = case(name);
+        let dir = hub_folder(&case, &timm_weights(&case), name);
+        let model = model_for(&case);
+        let report = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap();
+        let line = format!(
+            "timm ViT position embedding resampled {from}x{from} -> {to}x{to} (bicubic, timm's resample_abs_pos_embed)"
+        );
+        assert!(report.rewrites.contains(&line), "{:?}", report.rewrites);
+        let ours =
+            state_dict(model.as_ref()).into_iter().find(|(k, _)| k == "encoder.pos_embedding").unwrap().1;
+        let diff = assert_close(name, &ours, &fx[&format!("pos_embed.{name}")], 0.0, 1e-6);
+        eprintln!("{name}: max |pos_embed - timm's resampled| = {diff:.2e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn timm_config_json_reads_timms_fields() {
     let case = case("resnet18");
@@ -190,13 +272,22 @@ fn timm_folder_errors_name_the_file() {
     let model = model_for(&case);
     let e = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap_err().to_string();
     assert!(e.contains("fc_norm.weight"), "{e}");
-    // A shape that differs (a 224-pixel position embedding into a 64-pixel model) is named.
+    // A 224-pixel position embedding (14x14) loads into the 64-pixel model, resampled to 4x4;
+    // one that is no square grid of patches (195 of them) or of another width is named.
     weights.pop();
-    let pos = weights.iter_mut().find(|(k, _)| k == "pos_embed").unwrap();
-    pos.1 = Tensor::zeros([1, 197, 192], (Kind::Float, tch::Device::Cpu));
-    write_safetensors(&weights, dir.join("model.safetensors")).unwrap();
-    let e = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap_err().to_string();
-    assert!(e.contains("encoder.pos_embedding"), "{e}");
+    let set_pos = |weights: &mut Vec<(String, Tensor)>, shape: [i64; 3]| {
+        let pos = weights.iter_mut().find(|(k, _)| k == "pos_embed").unwrap();
+        pos.1 = Tensor::zeros(shape, (Kind::Float, tch::Device::Cpu));
+        write_safetensors(weights, dir.join("model.safetensors")).unwrap();
+    };
+    set_pos(&mut weights, [1, 197, 192]);
+    let report = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap();
+    assert!(report.rewrites.iter().any(|r| r.contains("resampled 14x14 -> 4x4")), "{:?}", report.rewrites);
+    for shape in [[1, 196, 192], [1, 197, 96]] {
+        set_pos(&mut weights, shape);
+        let e = load_weights(model.as_ref(), &dir, &LoadOptions::strict()).unwrap_err().to_string();
+        assert!(e.contains("encoder.pos_embedding"), "{e}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -259,9 +350,9 @@ fn a_dangling_model_safetensors_is_an_error_not_a_fallback() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A Hub folder of an architecture whose timm weights Torchlight does not load (timm's
-/// `efficientnet_b0`, whose keys differ from the registry's torchvision `efficientnet_b0`, and
-/// names the registry lacks) is refused in one line naming it and listing the supported ones,
+/// A Hub folder of an architecture whose timm weights Torchlight does not load (a registry
+/// name that is not timm's, `mobilenet_v3_large` with torchvision's keys, and names the
+/// registry lacks) is refused in one line naming it and listing the supported ones,
 /// before its weights file is read (here it is not even safetensors). Every supported name is
 /// a registry name.
 #[test]
@@ -270,7 +361,7 @@ fn an_unsupported_timm_architecture_is_one_line_before_any_load() {
     let dir = scratch("unsupported");
     std::fs::write(dir.join("model.safetensors"), b"not safetensors").unwrap();
     let model = model_for(&case);
-    for name in ["efficientnet_b0", "efficientnet_b0.ra_in1k", "mobilenetv3_large_100", "resnet26d"] {
+    for name in ["mobilenet_v3_large", "tf_efficientnet_b0.in1k", "mobilenetv3_large_075", "resnet26d"] {
         let base = name.split('.').next().unwrap();
         let mut config = case["config"].clone();
         config["architecture"] = Value::from(name);
@@ -280,7 +371,7 @@ fn an_unsupported_timm_architecture_is_one_line_before_any_load() {
         assert!(e.contains(&format!("`{base}` is not a supported architecture")), "{e}");
         assert!(e.contains("resnet18, ") && e.contains("vit_tiny_patch16_224"), "lists the supported: {e}");
         assert!(!e.contains("model.safetensors") && !e.contains("conv1"), "before any load: {e}");
-        assert_eq!(e.contains("torchvision's keys"), base == "efficientnet_b0", "{e}");
+        assert_eq!(e.contains("torchvision's keys"), base == "mobilenet_v3_large", "{e}");
         assert_eq!(check_timm_architecture(name).unwrap_err().to_string(), e);
     }
     for name in TIMM_ARCHITECTURES {

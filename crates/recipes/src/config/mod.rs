@@ -465,7 +465,8 @@ pub enum SamplerKind {
     Weighted,
 }
 
-/// Per-class weights of the cross-entropy loss (`train.class_weights`): `"none"` (the
+/// Per-class weights of the training loss (`train.class_weights`; with `train.bce_loss`, timm's
+/// `BinaryCrossEntropy(weight=)`): `"none"` (the
 /// default), `"balanced"` (scikit-learn's `n_samples / (n_classes * count)` per class, from the
 /// training split) or a list with one weight per class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -614,7 +615,9 @@ pub struct ModelConfig {
     /// Keep the BatchNorms of the frozen backbone fixed during the `freeze_epochs` too
     /// (running statistics used, not updated), as Lightning's `BackboneFinetuning(train_bn=False)`;
     /// they train again with the backbone. Off by default (Lightning's `train_bn=True`: the
-    /// statistics adapt to the new data while the weights are frozen). Needs `freeze_epochs`.
+    /// statistics adapt to the new data while the weights are frozen). Needs `freeze_epochs`;
+    /// refused beside `freeze_bn`, which already keeps them fixed for the whole run. Not
+    /// changeable on resume (it changes what the run learns).
     pub freeze_bn_while_frozen: bool,
 }
 
@@ -871,8 +874,9 @@ pub struct LoopConfig {
     pub mixup_off_epoch: Option<usize>,
     /// Train with timm's binary cross-entropy (`--bce-loss`): `binary_cross_entropy_with_logits`
     /// over every logit against the soft targets (Mixup/CutMix's) or the one-hot labels
-    /// smoothed by `label_smoothing` as timm smooths them; off (cross-entropy). Validation is
-    /// plain cross-entropy either way.
+    /// smoothed by `label_smoothing` as timm smooths them, `class_weights` scaling each class's
+    /// column (timm's `weight=`); off (cross-entropy). Validation is plain cross-entropy either
+    /// way.
     pub bce_loss: bool,
     /// timm's `--bce-target-thresh`: with `bce_loss`, every target becomes 1 above this and 0
     /// otherwise (in [0, 1)); `None` keeps the soft targets.
@@ -917,7 +921,8 @@ pub struct LoopConfig {
     /// weights) was NaN or Inf. Off by default: such a run says so at the end and fails (exit
     /// status 1), after saving everything; its non-finite epochs are never `best`.
     pub allow_nonfinite_val: bool,
-    /// Cross-entropy class weights: `"none"`, `"balanced"` or one weight per class.
+    /// Class weights of the training loss (the cross-entropy's, or the BCE's with `bce_loss`):
+    /// `"none"`, `"balanced"` or one weight per class; validation is unweighted.
     pub class_weights: ClassWeights,
     /// Also save `checkpoints/last` every this many optimizer steps, mid-epoch (a run killed
     /// or interrupted resumes at the exact batch); `None` saves after every epoch only.

@@ -181,6 +181,13 @@ impl TrainConfig {
                 "takes effect only while the backbone is frozen: set model.freeze_epochs, or leave it out",
             )?;
         }
+        if m.freeze_bn_while_frozen && m.freeze_bn {
+            invalid(
+                "model.freeze_bn_while_frozen",
+                true,
+                "model.freeze_bn already keeps every BatchNorm fixed for the whole run: leave one of the two out",
+            )?;
+        }
         if m.freeze_epochs > t.epochs {
             invalid(
                 "model.freeze_epochs",

@@ -9,6 +9,7 @@ mod evaluate;
 mod fit;
 mod hub;
 mod pretrained_cfg;
+mod tta;
 
 pub use crate::resume::RESUME_CHANGEABLE;
 pub use augment::{augment_files, augment_split, contact_sheet, save_png, to_u8, Augmented, Draws};
@@ -24,3 +25,7 @@ pub use fit::{fit, fit_distributed, resume, resume_distributed};
 pub use hub::{load_hub_model, HubModel};
 pub use pretrained_cfg::apply_pretrained_cfg;
 pub(crate) use pretrained_cfg::with_pretrained_cfg;
+pub use tta::{
+    average_softmax, evaluate_tta, multi_scale_resizes, view_batch, Tta, TtaEvaluated, TtaView, ViewResult,
+    TTA_AVERAGES, TTA_NAMES,
+};

@@ -138,6 +138,8 @@ fn validate_names_the_invalid_field() {
         ("optim.betas", "[0.9, 1.0]", "optim.betas"),
         ("optim.warmup_epochs", "10", "optim.warmup_epochs"),
         ("model.freeze_epochs", "11", "model.freeze_epochs"),
+        // Frozen BatchNorm while frozen needs frozen epochs.
+        ("model.freeze_bn_while_frozen", "true", "model.freeze_bn_while_frozen"),
         ("model.name", "vgg16", "model.name"),
         ("model.num_classes", "1", "model.num_classes"),
         ("data.image_size", "0", "data.image_size"),
@@ -550,6 +552,25 @@ fn an_absurd_weight_decay_is_refused_before_training() {
 
 /// The EMA's settings without the EMA would be ignored without a word (as torchvision's
 /// script ignores `--model-ema-decay` without `--model-ema`); they are refused, naming every key set.
+/// `model.freeze_bn_while_frozen` beside `model.freeze_bn` would change nothing (every
+/// BatchNorm is frozen for the whole run already): refused, naming both.
+#[test]
+fn freeze_bn_while_frozen_beside_freeze_bn_is_refused() {
+    let mut c = TrainConfig::default();
+    c.set("model.freeze_epochs", "2").unwrap();
+    c.set("model.freeze_bn_while_frozen", "true").unwrap();
+    c.validate().unwrap();
+    c.set("model.freeze_bn", "true").unwrap();
+    let err = c.validate().unwrap_err();
+    assert!(
+        matches!(&err, RecipeError::InvalidConfig { field, .. } if field == "model.freeze_bn_while_frozen"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("model.freeze_bn already"), "{err}");
+    c.set("model.freeze_bn_while_frozen", "false").unwrap();
+    c.validate().unwrap();
+}
+
 #[test]
 fn ema_settings_without_the_ema_are_refused_naming_the_keys() {
     let mut c = TrainConfig::default();

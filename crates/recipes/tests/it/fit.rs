@@ -293,6 +293,45 @@ fn mixup_cutmix_and_a_model_ema_train_from_the_config() {
     assert_eq!(last.meta.loop_state["callbacks"]["ModelEma"]["updates"], 4);
 }
 
+/// `val_loss` is the same quantity whatever the recipe trains with (timm validates with plain
+/// cross-entropy): two runs from the same initial weights that cannot move (lr 1e-12, far
+/// below a float32 step of any weight; `model.freeze_bn` keeps the BatchNorm statistics), one
+/// plain and one with Mixup/CutMix, label smoothing and timm's BCE, log the same validation loss
+/// and accuracy to 1e-6, while their training losses differ.
+#[test]
+fn val_loss_is_plain_cross_entropy_whatever_the_training_loss() {
+    let _lock = torch_rng_lock();
+    let tmp = temp_dir();
+    shapes_dataset(&tmp.path().join("data"), [9, 3, 2]);
+    let run = |out: &str, modern: bool| {
+        let mut c = small_config(&tmp.path().join("data"), &tmp.path().join(out), 1);
+        c.train.batch_size = 8;
+        c.optim.lr = 1e-12;
+        c.optim.backbone_lr = Some(1e-12);
+        c.model.freeze_bn = true;
+        if modern {
+            for (key, value) in [
+                ("train.mixup_alpha", "0.2"),
+                ("train.cutmix_alpha", "1.0"),
+                ("train.label_smoothing", "0.1"),
+                ("train.bce_loss", "true"),
+            ] {
+                c.set(key, value).unwrap();
+            }
+        }
+        c.validate().unwrap();
+        let summary = fit(c, &Progress::quiet()).unwrap();
+        read_metrics_csv(summary.run_dir.join("metrics.csv")).unwrap().remove(0)
+    };
+    let (plain, modern) = (run("plain", false), run("modern", true));
+    let get = |r: &torchlight_train::EpochRecord, k: &str| r.get(k).unwrap_or_else(|| panic!("no {k}"));
+    let (a, b) = (get(&plain, "val_loss"), get(&modern, "val_loss"));
+    assert!(a.is_finite() && (a - b).abs() <= 1e-6 * a.abs(), "val_loss {a} (plain) vs {b} (modern)");
+    assert_eq!(get(&plain, "val_acc"), get(&modern, "val_acc"));
+    let (ta, tb) = (get(&plain, "train_loss"), get(&modern, "train_loss"));
+    assert!((ta - tb).abs() > 0.1, "the training losses differ: {ta} (cross-entropy) vs {tb} (BCE)");
+}
+
 /// The recipe files in docs/recipes/ parse, validate and train on tiny data (their epochs,
 /// image size and batch shrunk by overrides, as a user's `--set` would).
 #[test]
@@ -570,6 +609,11 @@ fn freeze_bn_while_frozen_keeps_the_frozen_backbones_statistics_until_it_thaws()
         40,
         "all 20 BatchNorms kept their mean and variance while frozen"
     );
+    // The key changes what the run learns, so a resume may not change it (not RESUME_CHANGEABLE).
+    let changes =
+        [("train.epochs".into(), "2".into()), ("model.freeze_bn_while_frozen".into(), "false".into())];
+    let err = resume(&kept, &changes, &Progress::quiet()).unwrap_err().to_string();
+    assert!(err.contains("model.freeze_bn_while_frozen") && err.contains("keeps its config"), "{err}");
     resume(&kept, &[("train.epochs".into(), "2".into())], &Progress::quiet()).unwrap();
     assert_eq!(unchanged(&statistics(&kept)), 0, "thawed, every BatchNorm trains");
     let adapted = run("off", false);
@@ -769,26 +813,26 @@ fn nan_starting_weights_and_unsupported_hub_folders_name_the_cause() {
         "{err}"
     );
     assert!(!err.contains("model.name = \"resnet9000\""), "{err}");
-    // A registry name whose timm layout is not torchvision's (timm's efficientnet_b0 has
-    // `conv_stem`/`blocks.*`): one line, before the load, not a list of keys.
-    std::fs::write(hub.join("config.json"), r#"{"architecture": "efficientnet_b0", "num_classes": 1000}"#)
+    // A registry name that is not timm's (torchvision's `mobilenet_v3_large`; timm's is
+    // `mobilenetv3_large_100`): one line, before the load, not a list of keys.
+    std::fs::write(hub.join("config.json"), r#"{"architecture": "mobilenet_v3_large", "num_classes": 1000}"#)
         .unwrap();
-    c.model.name = "efficientnet_b0".into();
+    c.model.name = "mobilenet_v3_large".into();
     let err = fit(c.clone(), &Progress::quiet()).unwrap_err().to_string();
     assert!(
         !err.contains('\n')
-            && err.contains("`efficientnet_b0` is not a supported architecture")
+            && err.contains("`mobilenet_v3_large` is not a supported architecture")
             && err.contains("resnet18, ")
             && err.contains("resnet50d")
             && !err.contains("conv_stem"),
         "{err}"
     );
-    // A model name the registry lacks (timm's MobileNetV3 name): one line, listing the names.
-    c.model.name = "mobilenetv3_large_100".into();
+    // A model name the registry lacks (timm's MobileNetV4): one line, listing the names.
+    c.model.name = "mobilenetv4_conv_small".into();
     let err = fit(c, &Progress::quiet()).unwrap_err().to_string();
     assert!(
         !err.contains('\n')
-            && err.contains("mobilenetv3_large_100")
+            && err.contains("mobilenetv4_conv_small")
             && err.contains("unknown model")
             && err.contains("resnet50d"),
         "{err}"

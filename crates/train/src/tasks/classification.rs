@@ -29,6 +29,8 @@ pub struct Classification {
     loss: CrossEntropyLoss,
     eval_loss: CrossEntropyLoss,
     label_smoothing: f64,
+    /// The class weights, kept for the BCE (the cross-entropy holds its own copy).
+    class_weights: Option<Tensor>,
     bce: Option<Bce>,
     calibration: bool,
 }
@@ -49,6 +51,7 @@ impl Classification {
             loss: CrossEntropyLoss::new(),
             eval_loss: CrossEntropyLoss::new(),
             label_smoothing: 0.0,
+            class_weights: None,
             bce: None,
             calibration: false,
         }
@@ -67,8 +70,10 @@ impl Classification {
     /// as given (Mixup/CutMix's, smoothing already folded in) or, for class indices, one-hot
     /// targets smoothed as timm smooths them (`off = s / C`, `on = 1 - s + off` for the
     /// [label smoothing](Self::with_label_smoothing) `s`); with `target_threshold = Some(t)`
-    /// (timm's `--bce-target-thresh`) every target becomes `target > t` as 1 or 0. Class
-    /// weights apply to the cross-entropy only. Validation stays plain cross-entropy.
+    /// (timm's `--bce-target-thresh`) every target becomes `target > t` as 1 or 0.
+    /// [Class weights](Self::with_class_weights) are timm's `weight=`: each class's column of
+    /// the element-wise loss is scaled by its weight before the mean. Validation stays plain
+    /// cross-entropy.
     ///
     /// timm uses this loss only with Mixup/CutMix or smoothing on and falls back to
     /// cross-entropy otherwise; here it is used whenever asked for (plain one-hot targets).
@@ -77,8 +82,11 @@ impl Classification {
         self
     }
 
-    /// Per-class loss weights `[C]` (`weight=`), on the device the logits will be on.
+    /// Per-class loss weights `[C]` (`weight=`) of the training loss, on the device the logits
+    /// will be on: the cross-entropy's, or with [`with_bce`](Self::with_bce) timm's
+    /// `BinaryCrossEntropy(weight=)`.
     pub fn with_class_weights(mut self, weights: Tensor) -> Self {
+        self.class_weights = Some(weights.shallow_clone());
         self.loss = self.loss.with_weight(weights);
         self
     }
@@ -147,7 +155,14 @@ impl Classification {
             Some(t) => targets.gt(t).to_kind(Kind::Float),
             None => targets,
         };
-        Ok(torchlight_nn::BCEWithLogitsLoss::default().forward(logits, &targets)?)
+        let weight = self.class_weights.as_ref().map(Tensor::shallow_clone);
+        if let Some(w) = weight.as_ref().filter(|w| w.size() != [classes]) {
+            return Err(crate::error::TrainError::Task {
+                task: "Classification (BCE)".into(),
+                reason: format!("class weights {:?} for {classes} classes: need one per class", w.size()),
+            });
+        }
+        Ok(torchlight_nn::BCEWithLogitsLoss { weight, ..Default::default() }.forward(logits, &targets)?)
     }
 
     fn stage_metrics(&self, stage: Stage) -> Vec<Box<dyn Metric>> {

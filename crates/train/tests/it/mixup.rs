@@ -164,11 +164,12 @@ fn soft_target_cross_entropy_equals_pytorch() {
     assert_eq!(out.target.kind(), Kind::Int64);
 }
 
-/// `Classification::with_bce` (timm's `--bce-loss`, `--bce-target-thresh`) against
-/// `tests/fixtures/make_bce.py`: the loss and the logits' gradient for class indices with and
-/// without smoothing, probability targets (Mixup's), each with and without the threshold;
-/// validation is plain cross-entropy on the labels whatever the training loss. Tolerance 1e-6
-/// relative, as above (libtorch's own kernel on both sides).
+/// `Classification::with_bce` (timm's `--bce-loss`, `--bce-target-thresh`) against timm
+/// 1.0.31's `BinaryCrossEntropy` (`tests/fixtures/make_bce.py`): the loss and the logits'
+/// gradient for class indices with and without smoothing, probability targets (Mixup's), each
+/// with and without the threshold, and with class weights (timm's `weight=`); validation is
+/// plain cross-entropy on the labels whatever the training loss. Tolerance 1e-6 relative, as
+/// above (libtorch's own kernel on both sides).
 #[test]
 fn bce_training_loss_equals_timms_and_validation_is_plain_cross_entropy() {
     let t = load(
@@ -176,17 +177,22 @@ fn bce_training_loss_equals_timms_and_validation_is_plain_cross_entropy() {
             .expect("the reference PyTorch makes the BCE fixture")
             .join("bce.safetensors"),
     );
-    let (logits, labels, soft) = (&t["logits"], &t["labels"], &t["soft"]);
+    let (logits, labels, soft, weight) = (&t["logits"], &t["labels"], &t["soft"], &t["weight"]);
     let model = torchlight_nn::Identity;
     let cases = [
-        ("hard", 0.0, None, labels),
-        ("smooth", 0.1, None, labels),
-        ("smooth_thresh", 0.1, Some(0.2), labels),
-        ("soft", 0.0, None, soft),
-        ("soft_thresh", 0.0, Some(0.2), soft),
+        ("hard", 0.0, None, labels, false),
+        ("smooth", 0.1, None, labels, false),
+        ("smooth_thresh", 0.1, Some(0.2), labels, false),
+        ("soft", 0.0, None, soft, false),
+        ("soft_thresh", 0.0, Some(0.2), soft, false),
+        ("smooth_weighted", 0.1, None, labels, true),
+        ("soft_thresh_weighted", 0.0, Some(0.2), soft, true),
     ];
-    for (name, smoothing, thresh, targets) in cases {
-        let task = Classification::new(5).with_label_smoothing(smoothing).with_bce(thresh);
+    for (name, smoothing, thresh, targets, weighted) in cases {
+        let mut task = Classification::new(5).with_label_smoothing(smoothing).with_bce(thresh);
+        if weighted {
+            task = task.with_class_weights(weight.shallow_clone());
+        }
         let x = logits.detach().set_requires_grad(true);
         let out = task.step(&model, &(x.shallow_clone(), targets.shallow_clone()), Stage::Train).unwrap();
         out.loss.backward();
@@ -211,6 +217,11 @@ fn bce_training_loss_equals_timms_and_validation_is_plain_cross_entropy() {
     let err =
         Classification::new(5).with_bce(None).step(&model, &(logits.shallow_clone(), bad), Stage::Train);
     assert!(err.unwrap_err().to_string().contains("[0, 5)"));
+    let err = Classification::new(5)
+        .with_bce(None)
+        .with_class_weights(Tensor::ones([4], (Kind::Float, tch::Device::Cpu)))
+        .step(&model, &(logits.shallow_clone(), labels.shallow_clone()), Stage::Train);
+    assert!(err.unwrap_err().to_string().contains("need one per class"));
 }
 
 /// With Mixup on, the Trainer's training accuracy counts each prediction against the sample's

@@ -2,7 +2,7 @@
 //! (`tests/fixtures/make_fixtures.py`), sampling statistics, ImageFolder on real folders.
 //! The SIMD resampling kernels against the scalar one and the resampling fixtures held to 0
 //! (`simd.rs`). The `Transform` contract, with transforms of a user's own (`contract.rs`), and
-//! the evaluation preprocessing (`preset.rs`). Every interpolation mode against Pillow
+//! the evaluation preprocessing (`preset.rs`). FiveCrop and TenCrop (`five_crop.rs`). Every interpolation mode against Pillow
 //! (`interpolation.rs`).
 //! No libtorch: the fixtures' safetensors files are read with the `safetensors` crate.
 
@@ -12,6 +12,7 @@ mod color;
 mod contract;
 mod decode;
 mod erasing;
+mod five_crop;
 mod folder;
 mod geometry;
 mod interpolation;
