@@ -262,7 +262,16 @@ impl LrFinder {
     /// Draws the smoothed loss against the lr (log x axis in exponential mode) with the
     /// suggestion marked, as `lr_finder.png`.
     pub fn plot(&self, path: impl AsRef<Path>) -> Result<()> {
-        crate::plot::plot_lr_finder(self, path.as_ref())
+        let log_x = self.config.mode == LrFindMode::Exponential;
+        let range = (self.config.min_lr, self.config.max_lr);
+        crate::plot::plot_lr_finder(
+            &self.lrs,
+            &self.losses,
+            self.suggestion_index,
+            range,
+            log_x,
+            path.as_ref(),
+        )
     }
 }
 

@@ -7,7 +7,6 @@
 //! no system fonts.
 
 use crate::error::{Result, TrainError};
-use crate::lr_finder::{LrFindMode, LrFinder};
 use crate::metrics::{ConfusionMatrix, ReliabilityBin};
 use crate::record::EpochRecord;
 use plotters::coord::Shift;
@@ -540,18 +539,26 @@ fn blues(t: f64) -> RGBColor {
 
 /// Draws `lr_finder.png`: the range test's smoothed loss against the lr (a log axis in
 /// exponential mode, as Lightning's `LRFinder.plot` sets it), the suggested lr marked with a
-/// red point and a dashed line, named in the legend. Non-finite losses are left out.
-pub(crate) fn plot_lr_finder(finder: &LrFinder, path: &Path) -> Result<()> {
+/// red point and a dashed line, named in the legend. Non-finite losses are left out. `lrs` and
+/// `losses` are the sweep's points, `suggestion` the index of the suggested one, `(min_lr,
+/// max_lr)` the x range when the sweep is empty.
+pub(crate) fn plot_lr_finder(
+    lrs: &[f64],
+    losses: &[f64],
+    suggestion: Option<usize>,
+    (min_lr, max_lr): (f64, f64),
+    log_x: bool,
+    path: &Path,
+) -> Result<()> {
     register_font();
     let (w, h) = LR_FINDER_SIZE;
     let mut buffer = vec![0u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buffer, (w, h)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| plot_error(path, e))?;
-        let points: Vec<(f64, f64)> = finder
-            .lrs
+        let points: Vec<(f64, f64)> = lrs
             .iter()
-            .zip(&finder.losses)
+            .zip(losses)
             .filter(|(lr, l)| l.is_finite() && **lr > 0.0)
             .map(|(lr, l)| (*lr, *l))
             .collect();
@@ -560,36 +567,33 @@ pub(crate) fn plot_lr_finder(finder: &LrFinder, path: &Path) -> Result<()> {
         let (lo, hi) = if lo.is_finite() { (lo, hi.max(lo + 1e-6)) } else { (0.0, 1.0) };
         let pad = (hi - lo) * 0.05;
         let y = (lo - pad)..(hi + pad);
-        let x = finder.lrs.first().copied().unwrap_or(finder.config.min_lr)
-            ..finder.lrs.last().copied().unwrap_or(finder.config.max_lr).max(finder.config.min_lr * 1.0001);
-        let suggestion = finder.suggestion_index.map(|i| (finder.lrs[i], finder.losses[i]));
-        let title = match finder.suggestion() {
-            Some(lr) => format!("LR range test: suggested lr {lr:.2e}"),
+        let x = lrs.first().copied().unwrap_or(min_lr)
+            ..lrs.last().copied().unwrap_or(max_lr).max(min_lr * 1.0001);
+        let suggestion = suggestion.map(|i| (lrs[i], losses[i]));
+        let title = match suggestion {
+            Some((lr, _)) => format!("LR range test: suggested lr {lr:.2e}"),
             None => "LR range test: no suggestion (too few points)".into(),
         };
-        let drawn = match finder.config.mode {
-            LrFindMode::Exponential => {
-                let chart = ChartBuilder::on(&root)
-                    .caption(&title, (FAMILY, 24))
-                    .margin(20)
-                    .x_label_area_size(50)
-                    .y_label_area_size(70)
-                    .build_cartesian_2d(x.log_scale(), y.clone());
-                chart.map_err(|e| e.to_string()).and_then(|mut c| {
-                    lr_chart(&mut c, &points, suggestion, y, true).map_err(|e| e.to_string())
-                })
-            }
-            LrFindMode::Linear => {
-                let chart = ChartBuilder::on(&root)
-                    .caption(&title, (FAMILY, 24))
-                    .margin(20)
-                    .x_label_area_size(50)
-                    .y_label_area_size(70)
-                    .build_cartesian_2d(x, y.clone());
-                chart.map_err(|e| e.to_string()).and_then(|mut c| {
-                    lr_chart(&mut c, &points, suggestion, y, false).map_err(|e| e.to_string())
-                })
-            }
+        let drawn = if log_x {
+            let chart = ChartBuilder::on(&root)
+                .caption(&title, (FAMILY, 24))
+                .margin(20)
+                .x_label_area_size(50)
+                .y_label_area_size(70)
+                .build_cartesian_2d(x.log_scale(), y.clone());
+            chart
+                .map_err(|e| e.to_string())
+                .and_then(|mut c| lr_chart(&mut c, &points, suggestion, y, true).map_err(|e| e.to_string()))
+        } else {
+            let chart = ChartBuilder::on(&root)
+                .caption(&title, (FAMILY, 24))
+                .margin(20)
+                .x_label_area_size(50)
+                .y_label_area_size(70)
+                .build_cartesian_2d(x, y.clone());
+            chart
+                .map_err(|e| e.to_string())
+                .and_then(|mut c| lr_chart(&mut c, &points, suggestion, y, false).map_err(|e| e.to_string()))
         };
         drawn.map_err(|e| plot_error(path, e))?;
         root.present().map_err(|e| plot_error(path, e))?;

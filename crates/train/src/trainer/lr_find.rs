@@ -142,16 +142,7 @@ impl Trainer {
         let saved = Saved::take(model.as_dyn(), optimizer)?;
         let mut transform = self.batch_transform.take();
         let swept = (|| {
-            let transform = match transform.as_mut() {
-                None => None,
-                Some(any) => Some(any.downcast_mut::<Box<dyn BatchTransform<B>>>().ok_or_else(|| {
-                    TrainError::InvalidSetting {
-                        setting: "batch_transform".into(),
-                        value: "a transform of another batch type".into(),
-                        reason: format!("lr_find trains on batches of type {}", std::any::type_name::<B>()),
-                    }
-                })?),
-            };
+            let transform = super::typed_batch_transform::<B>(transform.as_mut(), "lr_find")?;
             self.sweep(&*model, task, optimizer, train, transform, config)
         })();
         self.batch_transform = transform;

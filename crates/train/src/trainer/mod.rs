@@ -478,16 +478,7 @@ impl Trainer {
     {
         let mut transform = self.batch_transform.take();
         let result = (|| {
-            let transform = match transform.as_mut() {
-                None => None,
-                Some(any) => Some(any.downcast_mut::<Box<dyn BatchTransform<B>>>().ok_or_else(|| {
-                    TrainError::InvalidSetting {
-                        setting: "batch_transform".into(),
-                        value: "a transform of another batch type".into(),
-                        reason: format!("fit trains on batches of type {}", std::any::type_name::<B>()),
-                    }
-                })?),
-            };
+            let transform = typed_batch_transform::<B>(transform.as_mut(), "fit")?;
             run::Run::start(self, model, task, optimizer, train.len())?.fit(train, val, transform)
         })();
         self.batch_transform = transform;
@@ -529,4 +520,21 @@ pub fn best_of(history: &[EpochRecord], monitor: &Monitor) -> Option<(f64, u64)>
         }
     }
     best
+}
+
+/// The Trainer's batch transform (stored type-erased) as one for batches of type `B`, or an
+/// error naming `what` (`fit`, `lr_find`) when it was set for another batch type.
+pub(crate) fn typed_batch_transform<'a, B: Batch + 'static>(
+    transform: Option<&'a mut Box<dyn Any>>,
+    what: &str,
+) -> Result<Option<&'a mut Box<dyn BatchTransform<B>>>> {
+    transform
+        .map(|any| {
+            any.downcast_mut::<Box<dyn BatchTransform<B>>>().ok_or_else(|| TrainError::InvalidSetting {
+                setting: "batch_transform".into(),
+                value: "a transform of another batch type".into(),
+                reason: format!("{what} trains on batches of type {}", std::any::type_name::<B>()),
+            })
+        })
+        .transpose()
 }
