@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-fn torchlight(bin: &Path, args: &[&str]) -> Result<()> {
+pub(crate) fn torchlight(bin: &Path, args: &[&str]) -> Result<()> {
     eprintln!("\n$ torchlight {}", args.join(" "));
     let status =
         Command::new(bin).args(args).status().with_context(|| format!("could not run {}", bin.display()))?;
@@ -17,7 +17,7 @@ fn torchlight(bin: &Path, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn newest_run(parent: &Path) -> Result<PathBuf> {
+pub(crate) fn newest_run(parent: &Path) -> Result<PathBuf> {
     let mut runs: Vec<PathBuf> = std::fs::read_dir(parent)
         .with_context(|| format!("{}", parent.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))

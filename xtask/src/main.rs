@@ -8,6 +8,7 @@ mod claims;
 mod demo;
 mod dispatch;
 mod distributed;
+mod evidence;
 mod examples;
 mod gpukit;
 mod libjpeg;
@@ -56,6 +57,13 @@ commands:
                           workload, interleaved; writes target/bench/report.json and
                           docs/benchmarks.{md,png} (with --only, just the named workloads and
                           target/bench: docs untouched)
+  evidence [--epochs=N] [--seeds=A,B,..] [--image-size=N] [--per-class=N]
+                          setup, then the recipes' evidence table (docs/recipes/README.md):
+                          docs/recipes/{plain,modern}.toml run by `torchlight train` and by the
+                          plain PyTorch script docs/recipes/evidence.py on the demo's generated
+                          five-shape set (defaults: 10 epochs, seed 0, 32 px, 240 per class);
+                          test accuracy, best epoch, wall time and images/s of each, printed
+                          and written to target/evidence/table.md (about 15 minutes on 2 cores)
   fuzz [--cases N] [..]   install libtorch, then mutate the seed corpus through the .pth reader,
                           safetensors loading and image decoding (release build; N cases per
                           target, default 10000; `-- --help` lists the other options); inputs
@@ -90,6 +98,12 @@ fn run() -> Result<()> {
         setup(rest.iter().any(|a| a == "--cuda"))?;
         let root = workspace_root();
         return gpukit::gpu_kit(&root, &target_dir(&root), cargo, mode);
+    }
+    if command == "evidence" {
+        let options = evidence::Options::parse(&rest).map_err(|e| anyhow::anyhow!("{e}\n\n{USAGE}"))?;
+        install(needs(&command), false)?;
+        let root = workspace_root();
+        return evidence::evidence(&root, &target_dir(&root), cargo, options);
     }
     let (flags, passthrough) = split_passthrough(&rest);
     let cuda = flags.iter().any(|f| f == "--cuda");
@@ -196,7 +210,7 @@ enum Needs {
 fn needs(command: &str) -> Needs {
     match command {
         "train-demo" | "fuzz" => Needs::Libtorch,
-        "setup" | "test" | "bench" => Needs::LibtorchAndReference,
+        "setup" | "test" | "bench" | "evidence" => Needs::LibtorchAndReference,
         _ => Needs::Nothing,
     }
 }
