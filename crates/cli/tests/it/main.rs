@@ -12,6 +12,8 @@ mod harden;
 mod hostile;
 mod hub_cfg;
 mod hub_deploy;
+mod hub_finetune;
+mod hub_folder;
 mod setup;
 mod text;
 mod tta;
