@@ -5,8 +5,10 @@ use crate::outln;
 use anyhow::Result;
 use std::path::PathBuf;
 use tch::{Device, Kind, Tensor};
-use torchlight_export::{export_onnx, export_torchscript, export_torchscript_calibrated, OnnxOptions};
-use torchlight_recipes::image::eval_preprocessing;
+use torchlight_export::{
+    export_onnx, export_torchscript, export_torchscript_calibrated, export_torchscript_hflip_tta, OnnxOptions,
+};
+use torchlight_recipes::image::{eval_preprocessing, Tta};
 
 /// The formats `torchlight export` writes.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -53,14 +55,41 @@ pub struct Args {
     /// ONNX: fold BatchNorm into the convolutions.
     #[arg(long)]
     fold_batch_norm: bool,
+    /// Test-time augmentation inside the graph: `hflip` runs the model on the image and its
+    /// mirror image and outputs the mean of their softmax probabilities (after any stored
+    /// temperature), as `predict --tta hflip` computes them; the output is then class
+    /// probabilities, not logits (ONNX metadata and the TorchScript sidecar: `tta` = `hflip`,
+    /// `output` = `probabilities`). The crop views (`five_crop`, `ten_crop`, `multi_scale`) come
+    /// from the image before the crop, so only `eval`/`predict --tta` make them.
+    #[arg(long, value_name = "hflip")]
+    tta: Option<String>,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let hflip_tta = match args.tta.as_deref().map(Tta::parse).transpose().map_err(anyhow::Error::msg)? {
+        None => false,
+        Some(Tta::HFlip) if matches!(args.format, Format::Safetensors) => {
+            anyhow::bail!("--tta hflip goes into an ONNX or TorchScript graph; --format safetensors writes weights alone")
+        }
+        Some(Tta::HFlip) => true,
+        Some(other) => anyhow::bail!(
+            "--tta {}: only hflip can go into an exported graph (its views are of the model's input); the crop \
+             views are cut from the image before the crop: use `torchlight predict --tta {}` for them",
+            other.name(),
+            other.name()
+        ),
+    };
     let loaded = match (&args.checkpoint, &args.weights) {
         (Some(checkpoint), _) => load(checkpoint, Device::Cpu)?,
         (None, Some(dir)) => load_hub(args.model.as_deref(), dir, &args.set, Device::Cpu)?,
         (None, None) => anyhow::bail!("--checkpoint RUN or --weights HUB_FOLDER: what to export"),
     };
+    if loaded.tokenizer.is_some() && hflip_tta {
+        anyhow::bail!(
+            "--tta: {} is a text checkpoint; test-time augmentation makes views of images (image checkpoints only)",
+            loaded.from.dir.display()
+        );
+    }
     if loaded.tokenizer.is_some() && !matches!(args.format, Format::Safetensors) {
         export_text(&loaded, args.format, &args.out)?;
         outln!("wrote {} from {}", args.out.display(), loaded.from)?;
@@ -84,11 +113,14 @@ pub fn run(args: Args) -> Result<()> {
             if let Some(t) = temperature {
                 options = options.with_temperature(t);
             }
-            export_onnx(loaded.model.as_ref(), &options, &args.out)?;
+            export_onnx(loaded.model.as_ref(), &options.with_hflip_tta(hflip_tta), &args.out)?;
         }
         Format::Torchscript => {
             let example = Tensor::zeros([2, 3, side, side], (Kind::Float, Device::Cpu));
             match temperature {
+                _ if hflip_tta => {
+                    export_torchscript_hflip_tta(loaded.model.as_ref(), &example, temperature, &args.out)?
+                }
                 Some(t) => export_torchscript_calibrated(loaded.model.as_ref(), &example, t, &args.out)?,
                 None => export_torchscript(loaded.model.as_ref(), &example, &args.out)?,
             }
@@ -105,6 +137,10 @@ pub fn run(args: Args) -> Result<()> {
             }
             if let Some(t) = temperature {
                 sidecar["temperature"] = serde_json::json!(t);
+            }
+            if hflip_tta {
+                sidecar["tta"] = serde_json::json!("hflip");
+                sidecar["output"] = serde_json::json!("probabilities");
             }
             let path = args.out.with_extension("json");
             std::fs::write(&path, serde_json::to_string_pretty(&sidecar)?)

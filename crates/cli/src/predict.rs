@@ -90,9 +90,21 @@ pub fn run(args: Args) -> Result<()> {
             args.path().display()
         );
     }
+    // Whether the model's outputs are already class probabilities (an `export --tta hflip`
+    // module), which are then not passed through softmax again.
+    let mut outputs_probabilities = false;
     let (runner, classes, preprocessing, run_limit, exif, source) = if args.path().is_file() {
         let mut module = load_torchscript(args.path())?;
         let sidecar = Sidecar::of(args.path())?;
+        if sidecar.probabilities && args.tta.is_some() {
+            bail!(
+                "--tta: {} already averages test-time views in its graph (its sidecar {} says `output` = \
+                 \"probabilities\"); predict with it as it is, or export without --tta",
+                args.path().display(),
+                sidecar.path.display()
+            );
+        }
+        outputs_probabilities = sidecar.probabilities;
         module.to(device, Kind::Float, false);
         check_outputs(&module, &sidecar, args.path(), device)?;
         let exif = sidecar.exif_transpose.unwrap_or(true);
@@ -180,6 +192,9 @@ pub fn run(args: Args) -> Result<()> {
     };
     let classify = |path: &Path| -> Result<Vec<(String, f64)>> {
         let probabilities = match &views {
+            None if outputs_probabilities => {
+                forward(preprocess(&transform, path, &decode)?.to_device(device))?
+            }
             None => {
                 forward(preprocess(&transform, path, &decode)?.to_device(device))?.softmax(-1, Kind::Float)
             }

@@ -28,6 +28,10 @@ pub struct Sidecar {
     /// Whether the run turned images by their EXIF orientation (absent in older sidecars:
     /// they did).
     pub exif_transpose: Option<bool>,
+    /// Whether the module outputs class probabilities (`output` = `"probabilities"`, written
+    /// by `export --tta hflip`, whose graph averages the softmax of the image and its mirror
+    /// image) rather than logits (`"logits"`, or absent).
+    pub probabilities: bool,
 }
 
 impl Sidecar {
@@ -133,8 +137,22 @@ impl Sidecar {
                 v.as_bool().ok_or_else(|| f.bad("exif_transpose", &format!("{v} is not true or false")))?,
             ),
         };
+        let probabilities = match f.word("output")? {
+            None | Some("logits") => false,
+            Some("probabilities") => true,
+            Some(other) => {
+                return Err(f.bad("output", &format!("\"{other}\" is not \"logits\" or \"probabilities\"")))
+            }
+        };
         let preprocessing = EvalPreprocessing { resize, interpolation, mean, std, crop_mode, ..default };
-        Ok(Sidecar { path: path.to_path_buf(), classes, preprocessing, max_image_pixels, exif_transpose })
+        Ok(Sidecar {
+            path: path.to_path_buf(),
+            classes,
+            preprocessing,
+            max_image_pixels,
+            exif_transpose,
+            probabilities,
+        })
     }
 
     /// The model's input side (`image_size`, the centre crop).
@@ -232,7 +250,10 @@ mod tests {
     fn an_old_sidecar_gets_the_classification_preset() {
         let s = parse(r#"{"classes": ["a", "b"], "image_size": 32}"#).unwrap();
         assert_eq!(s.preprocessing, EvalPreprocessing::classification(32));
-        assert_eq!((s.max_image_pixels, s.exif_transpose), (None, None));
+        assert_eq!((s.max_image_pixels, s.exif_transpose, s.probabilities), (None, None, false));
+        let s = parse(r#"{"classes": ["a"], "image_size": 32, "output": "probabilities"}"#).unwrap();
+        assert!(s.probabilities, "export --tta hflip's module outputs probabilities");
+        assert!(!parse(r#"{"classes": ["a"], "image_size": 32, "output": "logits"}"#).unwrap().probabilities);
     }
 
     #[test]
@@ -286,6 +307,7 @@ mod tests {
             (r#"{"classes": ["a"], "image_size": 32, "color_order": "BGR"}"#, "`color_order`"),
             (r#"{"classes": ["a"], "image_size": 32, "exif_transpose": "yes"}"#, "`exif_transpose`"),
             (r#"{"classes": ["a"], "image_size": 32, "max_image_pixels": -1}"#, "`max_image_pixels`"),
+            (r#"{"classes": ["a"], "image_size": 32, "output": "probs"}"#, "`output`: \"probs\" is not"),
             (r#"[1]"#, "expected a JSON object"),
         ];
         for (text, want) in cases {

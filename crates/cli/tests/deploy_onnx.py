@@ -5,7 +5,8 @@ Usage: python deploy_onnx.py MODEL.onnx OUT_DIR IMAGE...
 
 Writes the preprocessed inputs to OUT_DIR/inputs.safetensors (key: the image's position) and
 prints one line per image: `<image> <p0> <p1> ...`, the softmax probabilities in class order
-(`class_names` from the metadata). The Rust test compares both with Torchlight's.
+(`class_names` from the metadata; a graph whose metadata says `output` = `probabilities`,
+exported with `--tta hflip`, gives them itself). The Rust test compares both with Torchlight's.
 """
 
 import json
@@ -38,8 +39,8 @@ for i, image in enumerate(images):
     x = transform(pil_loader(image)).unsqueeze(0)
     inputs[str(i)] = x[0].contiguous()
     x = x.numpy()
-    logits = torch.from_numpy(session.run(None, {name: x})[0])
-    probs = logits.softmax(-1)[0]
+    out = torch.from_numpy(session.run(None, {name: x})[0])
+    probs = (out if meta.get("output") == "probabilities" else out.softmax(-1))[0]
     assert probs.numel() == len(classes)
     print(image, " ".join(f"{p:.8f}" for p in probs.tolist()))
 save_file(inputs, f"{out_dir}/inputs.safetensors")

@@ -19,6 +19,11 @@
 //!   and record it as the `temperature` metadata entry;
 //!   [`export_torchscript_calibrated`] and [`export_torchscript_inputs_calibrated`] trace the
 //!   division into the TorchScript graph.
+//! - Test-time augmentation by the horizontal flip: [`OnnxOptions::with_hflip_tta`] and
+//!   [`export_torchscript_hflip_tta`] run the model on the input and its mirror image in one
+//!   batch and output the mean of the two softmax distributions (class probabilities, after
+//!   any temperature), as `torchlight predict --tta hflip` averages them; the ONNX metadata
+//!   says `tta` = `hflip` and `output` = `probabilities`.
 //! - [`EvalPreprocessing`] (torchlight-vision's, re-exported): the evaluation recipe both
 //!   carry, so a deployer need not guess it.
 
@@ -35,6 +40,6 @@ pub use onnx::{
 };
 pub use torchlight_vision::{CropMode, EvalPreprocessing, InterpolationMode};
 pub use torchscript::{
-    export_torchscript, export_torchscript_calibrated, export_torchscript_inputs,
-    export_torchscript_inputs_calibrated, load_torchscript,
+    export_torchscript, export_torchscript_calibrated, export_torchscript_hflip_tta,
+    export_torchscript_inputs, export_torchscript_inputs_calibrated, load_torchscript,
 };

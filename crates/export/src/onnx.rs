@@ -47,6 +47,12 @@ pub struct OnnxOptions {
     /// 2017), recorded as the `temperature` metadata entry; `None` (the default) leaves the
     /// logits as the model gives them and records nothing.
     pub temperature: Option<f64>,
+    /// Test-time augmentation with the horizontal flip in the graph: the model runs on the
+    /// input and its mirror image (one batch of both), and the output is the mean of the two
+    /// softmax distributions (after any temperature), i.e. class probabilities, as `torchlight
+    /// predict --tta hflip` computes them; recorded as the `tta` (`hflip`) and `output`
+    /// (`probabilities`) metadata entries. Off (the default): the output is the logits.
+    pub hflip_tta: bool,
 }
 
 impl OnnxOptions {
@@ -59,7 +65,14 @@ impl OnnxOptions {
             fold_batch_norm: false,
             metadata: Vec::new(),
             temperature: None,
+            hflip_tta: false,
         }
+    }
+    /// Averages the softmax over the input and its horizontal flip inside the graph
+    /// ([`hflip_tta`](Self::hflip_tta)); the output is then class probabilities.
+    pub fn with_hflip_tta(mut self, on: bool) -> Self {
+        self.hflip_tta = on;
+        self
     }
     /// Divides the output logits by `temperature` in the graph (a `Div` by the scalar
     /// initializer `temperature`, after the model's last node), and records it as the
@@ -339,6 +352,36 @@ impl Builder {
     fn divide_by_temperature(&mut self, logits: String, temperature: f64) -> String {
         let t = self.scalar("temperature", temperature as f32);
         self.node("Div", "temperature", vec![logits, t], vec![])
+    }
+
+    /// `[x; flip(x, width)]`: the input and its mirror image along the last axis as one batch
+    /// of twice the size (a Slice with step -1, then a Concat on the batch axis).
+    fn with_hflip(&mut self, x: Value) -> Value {
+        let starts = self.ints("tta.flip_starts".into(), &[-1]);
+        let ends = self.ints("tta.flip_ends".into(), &[i64::MIN]);
+        let axes = self.ints("tta.flip_axes".into(), &[-1]);
+        let steps = self.ints("tta.flip_steps".into(), &[-1]);
+        let flipped = self.node("Slice", "tta", vec![x.name.clone(), starts, ends, axes, steps], vec![]);
+        Value {
+            name: self.node("Concat", "tta", vec![x.name, flipped], vec![attr_int("axis", 0)]),
+            rank: x.rank,
+        }
+    }
+
+    /// The mean over the two halves of the batch [`with_hflip`](Self::with_hflip) made of the
+    /// softmax of `logits` `[2N, C]`: Softmax, Reshape to `[2, N, C]`, ReduceMean over the first
+    /// axis.
+    fn mean_softmax_of_halves(&mut self, logits: Value, classes: i64) -> Value {
+        let p = self.node("Softmax", "tta", vec![logits.name], vec![attr_int("axis", 1)]);
+        let shape = self.ints("tta.halves".into(), &[2, -1, classes]);
+        let halves = self.node("Reshape", "tta", vec![p, shape], vec![]);
+        let mean = self.node(
+            "ReduceMean",
+            "tta",
+            vec![halves],
+            vec![attr_ints("axes", &[0]), attr_int("keepdims", 0)],
+        );
+        Value { name: mean, rank: Some(2) }
     }
 
     /// Exports `module` at `path` applied to `x`.
@@ -669,12 +712,36 @@ fn value_info(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {
 
 /// Builds the ONNX model of `model` in eval mode, without writing it.
 pub fn onnx_model(model: &dyn Module, options: &OnnxOptions) -> Result<ModelProto> {
+    // The output's shape from one eval forward at batch 1.
+    let out_shape = {
+        let _guard = torchlight_tensor::no_grad();
+        let mut shape = vec![1];
+        shape.extend(&options.input_shape);
+        let y = model.forward_t(&Tensor::zeros(shape.as_slice(), (Kind::Float, first_device(model))), false);
+        y.size()
+    };
+    if options.hflip_tta && out_shape.len() != 2 {
+        return Err(ExportError::Unsupported {
+            path: "<root>".into(),
+            kind: model.kind(),
+            reason: format!(
+                "test-time augmentation (hflip) averages the class probabilities of `[N, classes]` logits; \
+                 the model gives {out_shape:?} at batch 1"
+            ),
+        });
+    }
     let mut builder =
         Builder { fold: options.fold_batch_norm, nodes: Vec::new(), initializers: Vec::new(), next_id: 0 };
-    let input = Value { name: options.input_name.clone(), rank: Some(options.input_shape.len() + 1) };
+    let mut input = Value { name: options.input_name.clone(), rank: Some(options.input_shape.len() + 1) };
+    if options.hflip_tta {
+        input = builder.with_hflip(input);
+    }
     let mut out = builder.module("", model, input)?;
     if let Some(t) = options.temperature {
         out = Value { name: builder.divide_by_temperature(out.name, t), rank: out.rank };
+    }
+    if options.hflip_tta {
+        out = builder.mean_softmax_of_halves(out, out_shape[1]);
     }
     // Rename the last node's output to the requested output name.
     let last = builder.nodes.iter_mut().rev().find(|n| n.output.contains(&out.name));
@@ -690,14 +757,6 @@ pub fn onnx_model(model: &dyn Module, options: &OnnxOptions) -> Result<ModelProt
             });
         }
     }
-    // The output's shape from one eval forward at batch 1.
-    let out_shape = {
-        let _guard = torchlight_tensor::no_grad();
-        let mut shape = vec![1];
-        shape.extend(&options.input_shape);
-        let y = model.forward_t(&Tensor::zeros(shape.as_slice(), (Kind::Float, first_device(model))), false);
-        y.size()
-    };
     let mut in_dims = vec![None];
     in_dims.extend(options.input_shape.iter().map(|d| Some(*d)));
     let mut out_dims = vec![None];
@@ -716,6 +775,10 @@ pub fn onnx_model(model: &dyn Module, options: &OnnxOptions) -> Result<ModelProt
         .collect();
     if let Some(t) = options.temperature {
         metadata_props.push(StringStringEntryProto { key: "temperature".into(), value: format!("{t}") });
+    }
+    if options.hflip_tta {
+        metadata_props.push(StringStringEntryProto { key: "tta".into(), value: "hflip".into() });
+        metadata_props.push(StringStringEntryProto { key: "output".into(), value: "probabilities".into() });
     }
     let size = options.input_shape.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
     metadata_props.push(StringStringEntryProto { key: "input_size".into(), value: format!("[{size}]") });

@@ -43,6 +43,55 @@ pub fn export_torchscript_calibrated(
     })
 }
 
+/// [`export_torchscript`] with test-time augmentation by the horizontal flip inside the traced
+/// graph: the module runs the model on `cat([x, x.flip(-1)])` (one batch of both), divides the
+/// logits by `temperature` when given, and returns the mean of the two softmax distributions,
+/// `[N, classes]` class probabilities, as `torchlight predict --tta hflip` computes them.
+///
+/// # Errors
+/// As [`export_torchscript`]; [`ExportError::TorchScript`] when the model's output is not
+/// `[N, classes]`.
+pub fn export_torchscript_hflip_tta(
+    model: &dyn Module,
+    example: &Tensor,
+    temperature: Option<f64>,
+    path: impl AsRef<Path>,
+) -> Result<()> {
+    let classes = {
+        let _guard = torchlight_tensor::no_grad();
+        let y = model.forward_t(&example.narrow(0, 0, 1), false);
+        match y.size().as_slice() {
+            [1, c] => *c,
+            other => {
+                return Err(ExportError::TorchScript(format!(
+                "test-time augmentation (hflip) averages the class probabilities of `[N, classes]` logits; \
+                     {} gives {other:?} at batch 1",
+                model.kind()
+            )))
+            }
+        }
+    };
+    trace_to(model, path.as_ref(), &mut |traced, tmp| {
+        trace_and_save(
+            traced,
+            example,
+            &mut |x| {
+                let both = Tensor::cat(&[x.shallow_clone(), x.flip([-1])], 0);
+                let logits = match temperature {
+                    Some(t) => model.forward_t(&both, false) / t,
+                    None => model.forward_t(&both, false),
+                };
+                logits.softmax(1, tch::Kind::Float).reshape([2, -1, classes]).mean_dim(
+                    [0].as_slice(),
+                    false,
+                    tch::Kind::Float,
+                )
+            },
+            tmp,
+        )
+    })
+}
+
 /// Traces a model of several inputs (a [`MultiInput`], e.g. a text classifier) in eval mode
 /// through [`MultiInput::forward_inputs`] on `example`, and saves the TorchScript module to
 /// `path` as [`export_torchscript`] does. The module's `forward` takes the inputs as positional

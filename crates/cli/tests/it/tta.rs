@@ -2,7 +2,7 @@
 //! the averaged one, checked against the views' softmax computed here independently (the
 //! evaluation transform, and its output flipped with tch), and every augmentation's views.
 
-use super::{ok, s, temp};
+use super::{fails, ok, s, temp};
 use tch::{Device, Kind, Tensor};
 use torchlight_checkpoint::Checkpoint;
 use torchlight_recipes::image::eval_preprocessing;
@@ -18,10 +18,7 @@ fn json(text: &str) -> serde_json::Value {
 /// `[2, C]` of the evaluation transform's output and of that output flipped left to right,
 /// through the run's selected checkpoint.
 fn independent_views(run: &std::path::Path, test: &std::path::Path) -> Vec<(i64, Tensor)> {
-    let checkpoint = Checkpoint::load(selected_checkpoint(run)).unwrap();
-    let card = ModelCard::from_checkpoint(&checkpoint).unwrap();
-    let model = card.build_model(Device::Cpu).unwrap();
-    checkpoint.restore_model(model.as_ref()).unwrap();
+    let (card, model) = run_model(run);
     let transform = eval_preprocessing(&card.config).transform();
     let folder = ImageFolder::new(test).unwrap();
     folder
@@ -37,6 +34,15 @@ fn independent_views(run: &std::path::Path, test: &std::path::Path) -> Vec<(i64,
             (*label, logits.softmax(-1, Kind::Float))
         })
         .collect()
+}
+
+/// The run's selected checkpoint as a model, with its card.
+fn run_model(run: &std::path::Path) -> (ModelCard, Box<dyn torchlight_nn::Module>) {
+    let checkpoint = Checkpoint::load(selected_checkpoint(run)).unwrap();
+    let card = ModelCard::from_checkpoint(&checkpoint).unwrap();
+    let model = card.build_model(Device::Cpu).unwrap();
+    checkpoint.restore_model(model.as_ref()).unwrap();
+    (card, model)
 }
 
 fn accuracy(predictions: &[(i64, i64)]) -> f64 {
@@ -157,6 +163,81 @@ fn eval_and_predict_tta_average_the_views_softmax() {
     assert!(out
         .1
         .contains("test-time augmentation hflip: softmax probabilities averaged over 2 views (eval, hflip)"));
+
+    // export --tta hflip puts the flip-average into the graph. The TorchScript module outputs
+    // the probabilities predict --tta computes (1e-6), which predict does not pass through
+    // softmax again (the sidecar says `output` = probabilities) and will not average twice.
+    let tta_pt = dir.join("tta.pt");
+    let tta_pt_s = s(&tta_pt);
+    ok(&["export", "--checkpoint", &run_s, "--format", "torchscript", "--tta", "hflip", "--out", &tta_pt_s]);
+    let sidecar = json(&std::fs::read_to_string(dir.join("tta.json")).unwrap());
+    assert_eq!((sidecar["tta"].as_str(), sidecar["output"].as_str()), (Some("hflip"), Some("probabilities")));
+    let mut graph_args =
+        vec!["predict", "--checkpoint", &tta_pt_s, "--device", "cpu", "--json", "--top-k", &classes];
+    graph_args.extend(images.iter().map(String::as_str));
+    let in_graph = json(&ok(&graph_args));
+    let mut worst = 0f64;
+    for (a, b) in results.iter().zip(in_graph.as_array().unwrap()) {
+        for top in b["top"].as_array().unwrap() {
+            let same = a["top"].as_array().unwrap().iter().find(|t| t["class"] == top["class"]).unwrap();
+            worst = worst
+                .max((same["probability"].as_f64().unwrap() - top["probability"].as_f64().unwrap()).abs());
+        }
+    }
+    assert!(worst < 1e-6, "the flip-averaging module's probabilities differ from predict --tta's by {worst}");
+    let err = fails(&[&graph_args[..], &["--tta", "hflip"]].concat());
+    assert!(err.contains("already averages test-time views"), "{err}");
+    // The ONNX graph in onnxruntime, on the inputs a deployer builds from its metadata alone
+    // (deploy_onnx.py, which reads `output` = probabilities), against the mean of the softmax
+    // of the input and its flip computed here (1e-5: onnxruntime's kernels).
+    let onnx = dir.join("tta.onnx");
+    ok(&["export", "--checkpoint", &run_s, "--format", "onnx", "--tta", "hflip", "--out", &s(&onnx)]);
+    let mut deploy = vec![s(&onnx), s(&dir)];
+    deploy.extend(images.iter().take(3).cloned());
+    let deploy: Vec<&str> = deploy.iter().map(String::as_str).collect();
+    let theirs =
+        torchlight_testing::run_reference_script("crates/cli/tests/deploy_onnx.py", &deploy).unwrap();
+    let inputs: std::collections::HashMap<String, Tensor> =
+        Tensor::read_safetensors(dir.join("inputs.safetensors")).unwrap().into_iter().collect();
+    let (_, model) = run_model(&run);
+    let mut worst = 0f64;
+    for (i, line) in theirs.lines().enumerate() {
+        let got: Vec<f64> = line.split(' ').skip(1).map(|p| p.parse().unwrap()).collect();
+        let x = inputs[&i.to_string()].unsqueeze(0);
+        let p = |x: &Tensor| tch::no_grad(|| model.forward_t(x, false)).softmax(-1, Kind::Float);
+        let want = (p(&x) + p(&x.flip([3]))) / 2.0;
+        assert_eq!(got.len() as i64, want.size()[1], "{line}");
+        for (c, g) in got.iter().enumerate() {
+            worst = worst.max((g - want.double_value(&[0, c as i64])).abs());
+        }
+    }
+    assert_eq!(theirs.lines().count(), 3, "{theirs}");
+    assert!(worst < 1e-5, "onnxruntime's flip average differs by {worst}");
+    let err = fails(&[
+        "export",
+        "--checkpoint",
+        &run_s,
+        "--format",
+        "onnx",
+        "--tta",
+        "five_crop",
+        "--out",
+        &s(&onnx),
+    ]);
+    assert!(err.contains("only hflip") && err.contains("predict --tta five_crop"), "{err}");
+    let out = s(&dir.join("w.safetensors"));
+    let err = fails(&[
+        "export",
+        "--checkpoint",
+        &run_s,
+        "--format",
+        "safetensors",
+        "--tta",
+        "hflip",
+        "--out",
+        &out,
+    ]);
+    assert!(err.contains("weights alone"), "{err}");
 
     // The other augmentations: their views, one of them the evaluation transform exactly.
     for (mode, n, first) in

@@ -233,6 +233,57 @@ fn an_unsupported_layer_is_an_error_naming_its_path_and_nothing_is_written() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--tta hflip` in the graph: onnxruntime and torch.jit give the mean of the softmax of the
+/// (temperature-divided) logits of the image and of its mirror image, computed here from two
+/// separate Rust forwards, at batches 1 and 7 (tolerance 1e-4, as every export: probabilities
+/// are at most 1); the ONNX metadata says so. A model whose output is not `[N, classes]` is
+/// refused by both formats with the reason.
+#[test]
+fn the_hflip_average_exports_into_onnx_and_torchscript_graphs() {
+    let dir = out_dir("tta");
+    let _rng = torch_rng_lock();
+    tch::manual_seed(7);
+    let model = resnet18(5);
+    warm_up(&model, &[4, 3, 32, 32]);
+    // A temperature below 1 spreads the untrained logits, so the two views differ clearly.
+    let t = 0.05;
+    {
+        let _g = torchlight_tensor::no_grad();
+        let mut tensors = Vec::new();
+        for (b, tag) in [(1, "1"), (7, "7")] {
+            let x = Tensor::randn([b, 3, 32, 32], (Kind::Float, Device::Cpu));
+            let p = |x: &Tensor| (model.forward_t(x, false) / t).softmax(1, Kind::Float);
+            let y = (p(&x) + p(&x.flip([3]))) / 2.0;
+            tensors.push((format!("x{tag}"), x));
+            tensors.push((format!("y{tag}"), y));
+        }
+        Tensor::write_safetensors(&tensors, dir.join("resnet18tta-io.safetensors")).unwrap();
+    }
+    let options = OnnxOptions::new(&[3, 32, 32]).with_temperature(t).with_hflip_tta(true);
+    export_onnx(&model, &options, dir.join("resnet18tta__hflip.onnx")).unwrap();
+    let example = Tensor::randn([2, 3, 32, 32], (Kind::Float, Device::Cpu));
+    export_torchscript_hflip_tta(&model, &example, Some(t), dir.join("resnet18tta__hflip.pt")).unwrap();
+    let (rows, meta) = check(&dir);
+    assert_rows(&rows, 4);
+    let of = |key: &str| meta.iter().find(|(_, k, _)| k == key).map(|m| m.2.as_str());
+    assert_eq!(
+        (of("tta"), of("output"), of("temperature")),
+        (Some("hflip"), Some("probabilities"), Some("0.05"))
+    );
+
+    let features = Sequential::new().add(Conv2d::new(3, 4, 3, Conv2dConfig::default()));
+    let err = export_onnx(&features, &OnnxOptions::new(&[3, 8, 8]).with_hflip_tta(true), dir.join("f.onnx"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("hflip") && err.contains("[1, 4, 6, 6]"), "{err}");
+    let example = Tensor::zeros([2, 3, 8, 8], (Kind::Float, Device::Cpu));
+    let err =
+        export_torchscript_hflip_tta(&features, &example, None, dir.join("f.pt")).unwrap_err().to_string();
+    assert!(err.contains("hflip") && err.contains("[1, 4, 6, 6]"), "{err}");
+    assert!(!dir.join("f.onnx").exists() && !dir.join("f.pt").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn torchscript_written_here_loads_back_in_rust() {
     let dir = out_dir("jit-rust");
