@@ -45,7 +45,8 @@ enum Command {
     Augment(augment::Args),
     /// Check data, model and training set-up, cheapest first: PASS / WARN / FAIL with fixes.
     Doctor(doctor::Args),
-    /// Tune hyperparameters before training: `tune lr`, the learning-rate range test.
+    /// Tune hyperparameters before training: `tune lr`, the learning-rate range test; `tune
+    /// batch-size`, the largest batch that trains.
     Tune {
         #[command(subcommand)]
         command: tune::Command,

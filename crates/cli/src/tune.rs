@@ -1,11 +1,15 @@
 //! `torchlight tune lr`: the lr range test (`torchlight_recipes::tune::lr_find`), its plot, the
 //! suggested `optim.lr` and, with `--apply`, that value written into the config file.
+//! `torchlight tune batch-size`: the largest batch that trains
+//! (`torchlight_recipes::tune::batch_size_find`), the suggested `train.batch_size` and
+//! `train.accumulation_steps` for a target effective batch and, with `--apply`, those written.
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
-use torchlight_recipes::tune::{lr_find, LR_FINDER_PNG};
+use tch::Device;
+use torchlight_recipes::tune::{batch_size_find, lr_find, BatchSizeSearch, LR_FINDER_PNG};
 use torchlight_recipes::{format_lr, TrainConfig};
-use torchlight_train::{LrFindConfig, LrFindMode, Progress};
+use torchlight_train::{format_bytes, LrFindConfig, LrFindMode, Progress};
 
 /// `torchlight tune`'s subcommands.
 #[derive(clap::Subcommand)]
@@ -15,6 +19,15 @@ pub enum Command {
     /// step and train loader of the config, stopping once the smoothed loss passes 4x its best;
     /// suggests the lr where the smoothed loss falls fastest and draws `lr_finder.png`.
     Lr(LrArgs),
+    /// The largest batch that trains (as PyTorch Lightning's `Tuner.scale_batch_size` in its
+    /// binsearch mode): batch sizes doubled from 2 until one runs out of device memory or
+    /// --max-batch-size trained, then bisected; each try is two whole training steps of the
+    /// config's model, optimizer, AMP, Mixup and image size on real training images, with the
+    /// model, optimizer and generators put back and the device's memory released after it.
+    /// Suggests train.batch_size and train.accumulation_steps for the target effective batch.
+    /// One process, one device: refused under --nproc above 1 or a launcher's WORLD_SIZE
+    /// (find the per-rank batch on one GPU, then launch the ranks with it).
+    BatchSize(BatchSizeArgs),
 }
 
 /// Options of `torchlight tune lr`.
@@ -50,22 +63,53 @@ pub struct LrArgs {
     apply: bool,
 }
 
+/// Options of `torchlight tune batch-size`.
+#[derive(clap::Args)]
+pub struct BatchSizeArgs {
+    /// ImageFolder root with `train/` (config `data.root`).
+    #[arg(long)]
+    data: PathBuf,
+    /// A TOML config file (the one `train` would use); `--apply` writes the suggestion into it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Any other config value, as `section.key=value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// The largest batch tried. Required on the CPU, where a batch past the machine's memory
+    /// is not an error to catch but the kernel killing the process; on CUDA it defaults to the
+    /// number of training images (a batch is never larger than an epoch), which also caps it.
+    #[arg(long, value_name = "N")]
+    max_batch_size: Option<usize>,
+    /// The effective batch (images per optimizer step) the suggestion keeps; default the
+    /// config's train.batch_size x train.accumulation_steps.
+    #[arg(long, value_name = "N")]
+    target_batch: Option<usize>,
+    /// Write the suggested train.batch_size and train.accumulation_steps into the `--config`
+    /// file (its other lines and comments are kept); an error without `--config`.
+    #[arg(long)]
+    apply: bool,
+    /// Refused above 1: the search runs in one process on one device (each rank of `train
+    /// --nproc N` trains its own batch of train.batch_size, so the batch found on one GPU is
+    /// the per-rank batch).
+    #[arg(long, value_name = "N")]
+    nproc: Option<usize>,
+}
+
 pub fn run(command: Command) -> Result<()> {
     match command {
         Command::Lr(args) => run_lr(args),
+        Command::BatchSize(args) => run_batch_size(args),
     }
 }
 
-fn run_lr(args: LrArgs) -> Result<()> {
-    if args.apply && args.config.is_none() {
-        bail!("--apply writes the suggestion into the --config file, and none was given: pass --config FILE");
-    }
-    let mut config = match &args.config {
+/// The config the tuners run: the file (or the defaults), `--data`, then each `--set`.
+fn tune_config(config: Option<&PathBuf>, data: &std::path::Path, sets: &[String]) -> Result<TrainConfig> {
+    let mut config = match config {
         Some(path) => TrainConfig::from_toml_file(path)?,
         None => TrainConfig::default(),
     };
-    config.set("data.root", &args.data.display().to_string())?;
-    for pair in &args.set {
+    config.set("data.root", &data.display().to_string())?;
+    for pair in sets {
         let Some((key, value)) = pair.split_once('=') else {
             bail!("--set {pair}: expected KEY=VALUE, e.g. --set train.batch_size=16");
         };
@@ -74,9 +118,115 @@ fn run_lr(args: LrArgs) -> Result<()> {
     if !config.data.train_dir().is_dir() {
         bail!(
             "{}: no train/ folder; --data must name an ImageFolder root holding train/<class>/",
-            args.data.display()
+            data.display()
         );
     }
+    Ok(config)
+}
+
+fn run_batch_size(args: BatchSizeArgs) -> Result<()> {
+    const ONE_PROCESS: &str = "the batch-size search runs in one process on one device (PyTorch \
+         Lightning's does not support DDP either): each rank trains its own batch of train.batch_size, so \
+         run it once without --nproc and launch `train --nproc N` with the batch it finds";
+    if let Some(n) = args.nproc.filter(|&n| n > 1) {
+        bail!("--nproc {n}: {ONE_PROCESS}");
+    }
+    if let Some(n) = std::env::var("WORLD_SIZE").ok().and_then(|w| w.parse::<usize>().ok()).filter(|&n| n > 1)
+    {
+        bail!("WORLD_SIZE={n} (a rank of a launched job): {ONE_PROCESS}");
+    }
+    if args.apply && args.config.is_none() {
+        bail!("--apply writes the suggestion into the --config file, and none was given: pass --config FILE");
+    }
+    for (flag, value) in [("--max-batch-size", args.max_batch_size), ("--target-batch", args.target_batch)] {
+        if value == Some(0) {
+            bail!("{flag} 0: give a batch of at least 1");
+        }
+    }
+    let config = tune_config(args.config.as_ref(), &args.data, &args.set)?;
+    let device = config.train.device_spec()?.resolve()?;
+    if device == Device::Cpu && args.max_batch_size.is_none() {
+        bail!(
+            "--max-batch-size is required on the CPU: there a batch past the machine's memory is not an error \
+             the search can catch but the kernel killing the process; give the largest batch to try, e.g. \
+             --max-batch-size 256"
+        );
+    }
+    let search = BatchSizeSearch { max_batch_size: args.max_batch_size, target_batch: args.target_batch };
+    let report = batch_size_find(config, &search, &Progress::auto())?;
+    let f = &report.finder;
+    println!("batch-size search on {}, up to {} ({}):", report.device, report.ceiling.0, report.ceiling.1);
+    for t in &f.tries {
+        println!(
+            "  batch {:>6}: {}{}",
+            t.batch_size,
+            if t.fits { "trains" } else { "out of memory" },
+            t.peak_bytes.map_or(String::new(), |b| format!(" (peak {})", format_bytes(b)))
+        );
+    }
+    if let Some((before, after)) = f.allocated_bytes {
+        println!(
+            "device memory held: {} before the search, {} after it",
+            format_bytes(before),
+            format_bytes(after)
+        );
+    }
+    let Some(largest) = f.largest else {
+        bail!(
+            "not even a batch of 1 trains on {}: use a smaller model or data.image_size, train.amp = true, \
+             or a device with more free memory",
+            report.device
+        );
+    };
+    println!(
+        "largest batch that trains: {largest}{}",
+        if f.hit_ceiling() {
+            format!(" (the ceiling, {}: larger batches were not tried)", report.ceiling.1)
+        } else {
+            String::new()
+        }
+    );
+    let s = report.suggestion().expect("a batch trained");
+    let (batch, steps) = report.current;
+    println!(
+        "suggested for an effective batch of {} (the config has {batch} x {steps} accumulation steps = {}): \
+         train.batch_size = {}, train.accumulation_steps = {}{}",
+        report.target,
+        batch * steps,
+        s.batch_size,
+        s.accumulation_steps,
+        if s.effective() == report.target {
+            String::new()
+        } else {
+            format!(" (effective {}, the nearest reachable above {})", s.effective(), report.target)
+        }
+    );
+    let lines = report.config_lines().expect("a suggestion gives config lines");
+    println!("config lines: {}; {}", lines[0], lines[1]);
+    println!(
+        "  (--set {} --set {} on the command line)",
+        lines[0].replace(" = ", "="),
+        lines[1].replace(" = ", "=")
+    );
+    if args.apply {
+        if let Some(path) = &args.config {
+            TrainConfig::apply_batch_size_to_file(path, s.batch_size, s.accumulation_steps)?;
+            println!(
+                "applied: {} now sets train.batch_size = {} and train.accumulation_steps = {}",
+                path.display(),
+                s.batch_size,
+                s.accumulation_steps
+            );
+        }
+    }
+    Ok(())
+}
+
+fn run_lr(args: LrArgs) -> Result<()> {
+    if args.apply && args.config.is_none() {
+        bail!("--apply writes the suggestion into the --config file, and none was given: pass --config FILE");
+    }
+    let config = tune_config(args.config.as_ref(), &args.data, &args.set)?;
     let Some(mode) = LrFindMode::parse(&args.mode) else {
         bail!("--mode {}: expected exponential or linear", args.mode);
     };

@@ -1,7 +1,9 @@
-//! `torchlight tune lr`: the lr range test ([`Trainer::lr_find`]) on exactly what `fit` would
-//! train (the config's model, param groups, optimizer, loss, Mixup/CutMix, AMP, accumulation
-//! and clipping, the training split through the recipe's own train loader), writing
-//! `lr_finder.png` and suggesting `optim.lr`. No run folder is made.
+//! `torchlight tune`: the lr range test ([`Trainer::lr_find`], `tune lr`) and the batch-size
+//! search ([`Trainer::batch_size_find`], `tune batch-size`) on exactly what `fit` would train
+//! (the config's model, param groups, optimizer, loss, Mixup/CutMix, AMP, accumulation and
+//! clipping, the training split through the recipe's own train transform). The range test
+//! writes `lr_finder.png` and suggests `optim.lr`; the search suggests `train.batch_size` and
+//! `train.accumulation_steps`. No run folder is made.
 
 use crate::config::{format_lr, TaskKind, TrainConfig};
 use crate::error::{RecipeError, Result};
@@ -9,9 +11,13 @@ use crate::image::{apply_pretrained_cfg, open_splits, sharded_loader};
 use crate::model::{build_model, check_batch_norm_batches, model_architecture};
 use crate::optimizer::build_optimizer;
 use std::path::{Path, PathBuf};
-use tch::Tensor;
+use std::sync::Arc;
+use tch::{Device, Tensor};
+use torchlight_data::{DataLoader, Subset};
 use torchlight_tensor::seed_everything;
-use torchlight_train::{LrFindConfig, LrFinder, Progress, Trainer};
+use torchlight_train::{
+    BatchSizeFindConfig, BatchSizeFinder, BatchSuggestion, LrFindConfig, LrFinder, Progress, Trainer,
+};
 
 /// The plot's file name in the output folder.
 pub const LR_FINDER_PNG: &str = "lr_finder.png";
@@ -115,4 +121,177 @@ pub fn lr_find(
     let plot = out.join(LR_FINDER_PNG);
     found.plot(&plot)?;
     Ok(LrFindReport { finder: found, current_lr: config.optim.lr, plot })
+}
+
+/// What [`batch_size_find`] searches and suggests for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchSizeSearch {
+    /// The largest batch tried (`tune batch-size --max-batch-size`). Required on the CPU, where
+    /// a batch past the machine's memory is not an error to catch but the kernel killing the
+    /// process. On CUDA the default is the number of training images, as a batch is never
+    /// larger than an epoch (Lightning's finder stops there too); a larger value is capped
+    /// there.
+    pub max_batch_size: Option<usize>,
+    /// The effective batch (samples per optimizer step) the suggestion keeps
+    /// (`--target-batch`); default the config's `train.batch_size * train.accumulation_steps`.
+    pub target_batch: Option<usize>,
+}
+
+/// What [`batch_size_find`] found and suggests.
+#[derive(Debug, Clone)]
+pub struct BatchSizeReport {
+    /// The tries and the largest batch that trained.
+    pub finder: BatchSizeFinder,
+    /// The device searched (`cuda:0`, `cpu`).
+    pub device: String,
+    /// The largest batch tried, and where that limit came from.
+    pub ceiling: (usize, String),
+    /// The effective batch the suggestion keeps.
+    pub target: usize,
+    /// The config's `train.batch_size` and `train.accumulation_steps`.
+    pub current: (usize, usize),
+}
+
+impl BatchSizeReport {
+    /// `train.batch_size` and `train.accumulation_steps` for the target effective batch
+    /// ([`suggest_accumulation`](torchlight_train::suggest_accumulation)), if a batch trained.
+    pub fn suggestion(&self) -> Option<BatchSuggestion> {
+        self.finder.suggest(self.target)
+    }
+
+    /// The config lines to use: `train.batch_size = 48` and `train.accumulation_steps = 2`.
+    pub fn config_lines(&self) -> Option<[String; 2]> {
+        self.suggestion().map(|s| {
+            [
+                format!("train.batch_size = {}", s.batch_size),
+                format!("train.accumulation_steps = {}", s.accumulation_steps),
+            ]
+        })
+    }
+}
+
+/// The largest batch that trains for `config` (`train.task = "image"`), by
+/// [`Trainer::batch_size_find`]: sizes doubled from 2 until one runs out of memory or the
+/// ceiling trained, then bisected, each try two whole training steps of exactly what `fit`
+/// trains (the config's model at `data.image_size`, param groups, optimizer, loss, Mixup/CutMix,
+/// AMP and clipping; accumulation does not change a micro-batch's memory) on real training
+/// images through the recipe's train transform (the first images of the training split in
+/// order, repeated when a try needs more, each augmented with its own seed as epoch 1 would).
+/// With `train.model_ema` a copy of the weights is held on the device during the search, as
+/// the EMA holds one during a run. Everything is put back after each try and the device's
+/// cached memory handed back, so a `fit` after it trains as it would have.
+///
+/// What it does not measure: a backbone `fit` freezes for its first epochs trains in every try
+/// (the unfrozen epochs, which need the most memory), and the loader's pinned host batches
+/// and other processes on the GPU are not counted. No run folder is made.
+pub fn batch_size_find(
+    mut config: TrainConfig,
+    search: &BatchSizeSearch,
+    progress: &Progress,
+) -> Result<BatchSizeReport> {
+    config.validate()?;
+    if config.train.task != TaskKind::Image {
+        return Err(RecipeError::InvalidConfig {
+            field: "train.task".into(),
+            value: format!("{:?}", config.train.task.name()),
+            reason: "the batch-size finder runs the image recipe; for a text config run \
+                     Trainer::batch_size_find from the library"
+                .into(),
+        });
+    }
+    if let Some(line) = apply_pretrained_cfg(&mut config)? {
+        progress.line(&line);
+        config.validate()?;
+    }
+    let t = &config.train;
+    let device = t.device_spec()?.resolve()?;
+    if device == Device::Cpu && search.max_batch_size.is_none() {
+        return Err(RecipeError::InvalidConfig {
+            field: "train.device".into(),
+            value: format!("{:?}", t.device),
+            reason: "on the CPU a batch past the machine's memory is not an error the batch-size search \
+                     can catch but the kernel killing the process: give the largest batch to try \
+                     (BatchSizeSearch::max_batch_size, tune batch-size --max-batch-size N)"
+                .into(),
+        });
+    }
+    if search.max_batch_size == Some(0) || search.target_batch == Some(0) {
+        return Err(RecipeError::InvalidConfig {
+            field: if search.max_batch_size == Some(0) { "max_batch_size" } else { "target_batch" }.into(),
+            value: "0".into(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    let splits = open_splits(&config)?;
+    config.validate_for_classes(splits.classes.len())?;
+    let t = &config.train;
+    let images = torchlight_data::Dataset::len(&splits.train);
+    if images == 0 {
+        return Err(RecipeError::InvalidConfig {
+            field: "data.root".into(),
+            value: config.data.root.display().to_string(),
+            reason: "the training split holds no image".into(),
+        });
+    }
+    let ceiling = match search.max_batch_size {
+        Some(max) if max <= images => (max, "--max-batch-size".to_string()),
+        Some(max) => (images, format!("the {images} training images (--max-batch-size {max} is more)")),
+        None => (images, format!("the {images} training images")),
+    };
+    let target = search.target_batch.unwrap_or(t.batch_size * t.accumulation_steps);
+    seed_everything(t.seed);
+    let num_classes = config.model.num_classes.unwrap_or(splits.classes.len());
+    let task = crate::image::training_task(&config, &splits, num_classes, device)?;
+    let head = model_architecture(&config)?.head();
+    let mut model = build_model(&config, num_classes, device)?;
+    let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
+    let mut builder = Trainer::builder()
+        .device(device)
+        .step_config(crate::doctor::step_config(&config))
+        .data_seed(t.seed)
+        .progress(progress.clone());
+    if let Some(mix) = crate::image::batch_mixing(&config, num_classes)? {
+        builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
+    }
+    let mut trainer = builder.build()?;
+    // The EMA's copy of the weights lives on the device for the whole run.
+    let ema_copy: Vec<Tensor> = if t.model_ema {
+        torchlight_nn::state_dict(model.as_ref()).into_iter().map(|(_, w)| w.detach().copy()).collect()
+    } else {
+        Vec::new()
+    };
+    progress.line(&format!(
+        "batch-size search on {}: doubling from 2 up to {} ({}), two training steps of {} on {}px images per try{}{}",
+        torchlight_train::guard::device_name(device),
+        ceiling.0,
+        ceiling.1,
+        config.model.name,
+        config.data.image_size(),
+        if t.amp { " under AMP" } else { "" },
+        if t.model_ema { ", the model EMA's copy of the weights held" } else { "" },
+    ));
+    let train = Arc::new(splits.train);
+    let (workers, seed) = (config.data.workers, t.seed);
+    let mut batches = |n: usize| -> torchlight_train::Result<(Tensor, Tensor)> {
+        let indices = (0..n).map(|i| i % images).collect();
+        let mut loader = DataLoader::builder(Subset::new(Arc::clone(&train), indices)?)
+            .batch_size(n)
+            .num_workers(workers)
+            .pin_memory(device.is_cuda())
+            .seed(seed)
+            .build()?;
+        let batch = loader.epoch(0).next().expect("a loader of n >= 1 images yields a batch")?;
+        Ok(batch)
+    };
+    let finder_config = BatchSizeFindConfig::new(ceiling.0).with_init_batch_size(ceiling.0.min(2));
+    let finder =
+        trainer.batch_size_find(model.as_mut(), &task, optimizer.as_mut(), &mut batches, &finder_config)?;
+    drop(ema_copy);
+    Ok(BatchSizeReport {
+        finder,
+        device: torchlight_train::guard::device_name(device),
+        ceiling,
+        target,
+        current: (t.batch_size, t.accumulation_steps),
+    })
 }

@@ -1,6 +1,6 @@
 // Torchlight's C shim over libtorch: autocast, the fused AMP unscale kernel, pinned
-// allocation, determinism switches, the fused optimizer kernels, clearing a gradient and the
-// multi-tensor lerp/copy of a weight EMA.
+// allocation, determinism switches, the fused optimizer kernels, clearing a gradient, the
+// multi-tensor lerp/copy of a weight EMA and the CUDA caching allocator's cache and counters.
 // See shim.h for the contract.
 #include "shim.h"
 #include "guard.h"
@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/Context.h>
+#include <c10/core/CachingDeviceAllocator.h>
 
 #include <string>
 #include <vector>
@@ -168,6 +169,29 @@ int tl_foreach_copy_(tl_tensor *selfs, tl_tensor *srcs, size_t n) {
   return guarded([&] {
     at::NoGradGuard no_grad;
     at::_foreach_copy_(list_of(selfs, n), list_of(srcs, n), false);
+  });
+}
+
+int tl_cuda_empty_cache(void) {
+  return guarded([&] { c10::getDeviceAllocator(c10::DeviceType::CUDA)->emptyCache(); });
+}
+
+int tl_cuda_memory_stats(int device_index, int64_t *allocated, int64_t *reserved,
+                         int64_t *peak_allocated) {
+  return guarded([&] {
+    auto stats = c10::getDeviceAllocator(c10::DeviceType::CUDA)
+                     ->getDeviceStats(static_cast<c10::DeviceIndex>(device_index));
+    // Index 0 is StatType::AGGREGATE, what torch.cuda.memory_allocated reads.
+    *allocated = stats.allocated_bytes[0].current;
+    *reserved = stats.reserved_bytes[0].current;
+    *peak_allocated = stats.allocated_bytes[0].peak;
+  });
+}
+
+int tl_cuda_reset_peak_memory_stats(int device_index) {
+  return guarded([&] {
+    c10::getDeviceAllocator(c10::DeviceType::CUDA)
+        ->resetPeakStats(static_cast<c10::DeviceIndex>(device_index));
   });
 }
 

@@ -67,6 +67,17 @@ int tl_foreach_lerp_(tl_tensor *selfs, tl_tensor *ends, size_t n, double weight)
 // torch._foreach_copy_(selfs, srcs) over n pairs, under no_grad.
 int tl_foreach_copy_(tl_tensor *selfs, tl_tensor *srcs, size_t n);
 
+// torch.cuda.empty_cache(): the CUDA caching allocator's unused cached blocks back to the
+// driver. Fails when libtorch's CUDA backend is not loaded.
+int tl_cuda_empty_cache(void);
+
+// torch.cuda.memory_allocated / memory_reserved / max_memory_allocated of one device, in bytes.
+int tl_cuda_memory_stats(int device_index, int64_t *allocated, int64_t *reserved,
+                         int64_t *peak_allocated);
+
+// torch.cuda.reset_peak_memory_stats(device_index).
+int tl_cuda_reset_peak_memory_stats(int device_index);
+
 #ifdef __cplusplus
 }
 #endif

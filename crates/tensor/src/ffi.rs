@@ -79,6 +79,14 @@ extern "C" {
         weight: f64,
     ) -> c_int;
     pub(crate) fn tl_foreach_copy_(selfs: *const RawTensor, srcs: *const RawTensor, n: usize) -> c_int;
+    pub(crate) fn tl_cuda_empty_cache() -> c_int;
+    pub(crate) fn tl_cuda_memory_stats(
+        device_index: c_int,
+        allocated: *mut i64,
+        reserved: *mut i64,
+        peak_allocated: *mut i64,
+    ) -> c_int;
+    pub(crate) fn tl_cuda_reset_peak_memory_stats(device_index: c_int) -> c_int;
 }
 
 /// Turns a shim return code into a `Result`, fetching libtorch's message on failure.

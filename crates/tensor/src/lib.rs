@@ -5,6 +5,7 @@
 //!   ([`seed_everything`], [`seed`]).
 //! - Guards: [`no_grad`] and [`autocast`] (CUDA fp16/bf16, CPU bf16).
 //! - Pinned host memory and non-blocking copies, with a no-op path on CPU-only machines.
+//! - The CUDA caching allocator: [`cuda_empty_cache`] and its counters ([`cuda_memory`]).
 //! - Layout helpers that always return contiguous memory, and tensor diagnostics
 //!   ([`summary`], [`ensure_finite`]).
 //! - PyTorch's fused optimizer kernels ([`fused_adam_`], [`fused_sgd_`]), [`add_scaled_`] and
@@ -23,6 +24,7 @@ mod fused;
 mod grad;
 pub mod jit;
 pub mod layout;
+mod memory;
 mod rng_state;
 pub mod seed;
 mod summary;
@@ -37,6 +39,7 @@ pub use fused::{
     FusedSgdArgs,
 };
 pub use grad::{autocast, autocast_if, autocast_state, no_grad, AutocastGuard, NoGradGuard};
+pub use memory::{cuda_empty_cache, cuda_memory, cuda_reset_peak_memory_stats, CudaMemory};
 pub use rng_state::{set_torch_rng_state, torch_rng_state, with_torch_seed, TorchRngState};
 pub use seed::{global_seed, seed_everything, set_deterministic};
 pub use summary::{ensure_finite, summary, TensorSummary};

@@ -171,9 +171,12 @@ pub fn device_name(device: Device) -> String {
     }
 }
 
-/// Whether a libtorch error message reports an allocation failure.
+/// Whether a libtorch error message reports an allocation failure: CUDA's "CUDA out of
+/// memory" (and the CUDA runtime's "out of memory"), or the CPU allocator's "can't allocate
+/// memory" (a failed `malloc`, e.g. under `ulimit -v`; without such a limit Linux usually
+/// kills the process instead of failing the allocation).
 pub fn is_out_of_memory(message: &str) -> bool {
-    message.contains("out of memory")
+    message.contains("out of memory") || message.contains("can't allocate memory")
 }
 
 /// The input shape in nn's BatchNorm panic over one value per channel ("Expected more than 1
@@ -274,6 +277,11 @@ mod tests {
     fn out_of_memory_messages_name_batch_image_and_fix() {
         assert!(is_out_of_memory("CUDA out of memory. Tried to allocate 2.00 GiB"));
         assert!(!is_out_of_memory("Expected all tensors to be on the same device"));
+        // libtorch 2.11's CPU allocator, as the reference PyTorch words it.
+        assert!(is_out_of_memory(
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: \
+             you tried to allocate 1000000000000000 bytes. Error code 12 (Cannot allocate memory)"
+        ));
         let m = describe_out_of_memory("cuda:0", 256, &[256, 3, 224, 224], Some(64));
         assert_eq!(
             m,

@@ -6,7 +6,10 @@
 //!   a [`BatchTransform`] of training batches (Mixup, CutMix), [`Callback`]s with JSON and
 //!   tensor state, checkpoints every epoch or N steps, exact mid-epoch resume and a graceful
 //!   stop on SIGINT/SIGTERM; [`Trainer::lr_find`] is the lr range test through the same step
-//!   ([`LrFinder`]). [`StepRunner`] is its optimisation step, for hand-written loops;
+//!   ([`LrFinder`]), and [`Trainer::batch_size_find`] the largest batch that trains, by
+//!   doubling then bisection through real steps ([`BatchSizeFinder`], with the batch size and
+//!   accumulation steps for a target effective batch). [`StepRunner`] is its optimisation
+//!   step, for hand-written loops;
 //!   [`evaluate`] its evaluation loop.
 //! - [`Metric`]s on the device (accuracy, top-k, confusion matrix, F1, mAP, MAE, RMSE).
 //! - Callbacks ([`callbacks`]): `metrics.csv`, TensorBoard events, `curves.png`, checkpoints,
@@ -23,6 +26,7 @@
 //! them is `trainer/`.
 
 mod batch;
+mod batch_size_finder;
 mod batch_transform;
 mod callback;
 pub mod callbacks;
@@ -44,6 +48,10 @@ pub mod tfevents;
 mod trainer;
 
 pub use batch::Batch;
+pub use batch_size_finder::{
+    format_bytes, search_batch_size, suggest_accumulation, BatchSizeFindConfig, BatchSizeFinder,
+    BatchSizeTry, BatchSuggestion,
+};
 pub use batch_transform::{BatchContext, BatchTransform};
 pub use callback::{BatchEnd, Callback, Context, LoopPosition};
 pub use callbacks::{

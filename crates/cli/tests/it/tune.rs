@@ -1,7 +1,11 @@
 //! `torchlight tune lr` on a tiny generated image set: the suggestion is printed, finite and
 //! inside the sweep, `lr_finder.png` is written, `--apply` sets `optim.lr` in the config file
 //! and keeps its other lines; `--apply` without `--config` and too short a sweep are errors
-//! before any work, saying what to change.
+//! before any work, saying what to change. `torchlight tune batch-size` on the CPU: each try and
+//! the largest batch that trains (the ceiling, where nothing runs out of memory), the batch and
+//! accumulation steps for the target effective batch (given, or the config's), `--apply`
+//! writing them into the config file; no ceiling on the CPU, `--nproc 2` and `--apply` without
+//! `--config` are one-line errors before any work.
 
 use super::{fails, ok, s, temp};
 
@@ -63,4 +67,60 @@ fn tune_lr_prints_a_suggestion_inside_the_sweep_draws_it_and_applies_it() {
     args.extend_from_slice(QUICK);
     let err = fails(&args);
     assert!(err.contains("--steps 5") && err.contains("--steps 13 or more"), "{err}");
+}
+
+#[test]
+fn tune_batch_size_prints_each_try_the_largest_batch_and_the_suggestion_and_applies_it() {
+    let dir = temp("tune-bs");
+    ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "6"]);
+    let data = s(&dir.join("data/source"));
+    let config = dir.join("my.toml");
+    std::fs::write(&config, "# my settings\n[train]\nepochs = 3\nbatch_size = 32 # too big?\n").unwrap();
+    let config_s = s(&config);
+    let mut args = vec!["tune", "batch-size", "--data", &data, "--config", &config_s];
+    args.extend(["--max-batch-size", "8", "--target-batch", "12", "--apply"]);
+    args.extend_from_slice(QUICK);
+    let out = ok(&args);
+    assert!(out.contains("batch-size search on cpu, up to 8 (--max-batch-size):"), "{out}");
+    let tries: Vec<&str> = out.lines().filter(|l| l.starts_with("  batch ")).collect();
+    assert_eq!(
+        tries,
+        ["  batch      2: trains", "  batch      4: trains", "  batch      8: trains"],
+        "{out}"
+    );
+    assert!(out.contains("largest batch that trains: 8 (the ceiling, --max-batch-size"), "{out}");
+    // 12 in micro-batches of at most 8: two steps of 6, not 8 x 2 = 16.
+    assert!(out.contains("train.batch_size = 6, train.accumulation_steps = 2"), "{out}");
+    assert!(out.contains("config lines: train.batch_size = 6; train.accumulation_steps = 2"), "{out}");
+    let edited = std::fs::read_to_string(&config).unwrap();
+    assert!(edited.starts_with("# my settings\n[train]\n"), "{edited}");
+    assert!(edited.contains("batch_size = 6 # too big?"), "{edited}");
+    let read = torchlight_recipes::TrainConfig::from_toml_file(&config).unwrap();
+    assert_eq!((read.train.batch_size, read.train.accumulation_steps, read.train.epochs), (6, 2, 3));
+    assert!(out.contains(&format!("applied: {config_s} now sets train.batch_size = 6")), "{out}");
+
+    // A ceiling that is no power of two is tried as it is; the target defaults to the config's
+    // effective batch (train.batch_size=4 from QUICK, x 1), which 3 reaches in 2 steps of 2.
+    let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "3"];
+    args.extend_from_slice(QUICK);
+    let out = ok(&args);
+    let tries: Vec<&str> = out.lines().filter(|l| l.starts_with("  batch ")).collect();
+    assert_eq!(tries, ["  batch      2: trains", "  batch      3: trains"], "{out}");
+    assert!(out.contains("suggested for an effective batch of 4 (the config has 4 x 1"), "{out}");
+    assert!(out.contains("train.batch_size = 2, train.accumulation_steps = 2"), "{out}");
+
+    // On the CPU the ceiling is required; DDP and --apply without a file are refused.
+    let mut args = vec!["tune", "batch-size", "--data", &data];
+    args.extend_from_slice(QUICK);
+    let err = fails(&args);
+    assert!(err.contains("--max-batch-size is required on the CPU") && err.contains("kernel"), "{err}");
+    let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "8", "--nproc", "2"];
+    args.extend_from_slice(QUICK);
+    let err = fails(&args);
+    assert!(err.contains("--nproc 2") && err.contains("one process"), "{err}");
+    let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "8", "--apply"];
+    args.extend_from_slice(QUICK);
+    let err = fails(&args);
+    assert!(err.contains("--apply") && err.contains("--config"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

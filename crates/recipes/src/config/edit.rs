@@ -1,5 +1,6 @@
-//! Setting one value in a user's TOML config file in place (`torchlight tune lr --apply`): the
-//! file's other lines, comments and order are kept, which re-serialising the config would not.
+//! Setting values in a user's TOML config file in place (`torchlight tune lr --apply`, `tune
+//! batch-size --apply`): the file's other lines, comments and order are kept, which
+//! re-serialising the config would not.
 
 use super::TrainConfig;
 use crate::error::{RecipeError, Result};
@@ -62,27 +63,63 @@ impl TrainConfig {
     /// after checking that the edited text reads back as a config with that lr; the file is
     /// replaced through a rename. Errors name the file.
     pub fn apply_lr_to_file(path: &Path, lr: f64) -> Result<()> {
-        let text = std::fs::read_to_string(path).map_err(|e| RecipeError::io(path, e))?;
         let value = format_lr(lr);
-        let edited = set_toml_value(&text, "optim", "lr", &value);
-        let parsed = TrainConfig::parse(&edited, path)?;
         let wanted: f64 = value.parse().expect("format_lr writes a float");
-        if parsed.optim.lr != wanted {
-            return Err(RecipeError::InvalidConfig {
-                field: "optim.lr".into(),
-                value,
-                reason: format!(
-                    "{} sets the lr in a way this edit does not follow (an inline table?): set it by hand",
-                    path.display()
-                ),
-            });
-        }
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = std::path::PathBuf::from(tmp);
-        std::fs::write(&tmp, edited).map_err(|e| RecipeError::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| RecipeError::io(path, e))
+        edit_file(path, &[("optim", "lr", value.as_str())], |parsed| {
+            (parsed.optim.lr != wanted).then(|| ("optim.lr", value.clone(), "the lr"))
+        })
     }
+
+    /// Sets `train.batch_size` and `train.accumulation_steps` in the TOML config file `path`,
+    /// in place, as [`apply_lr_to_file`](Self::apply_lr_to_file) sets the lr (`torchlight tune
+    /// batch-size --apply`).
+    pub fn apply_batch_size_to_file(path: &Path, batch_size: usize, accumulation_steps: usize) -> Result<()> {
+        let (batch, steps) = (batch_size.to_string(), accumulation_steps.to_string());
+        edit_file(
+            path,
+            &[("train", "batch_size", batch.as_str()), ("train", "accumulation_steps", steps.as_str())],
+            |parsed| {
+                if parsed.train.batch_size != batch_size {
+                    Some(("train.batch_size", batch.clone(), "the batch size"))
+                } else if parsed.train.accumulation_steps != accumulation_steps {
+                    Some(("train.accumulation_steps", steps.clone(), "the accumulation steps"))
+                } else {
+                    None
+                }
+            },
+        )
+    }
+}
+
+/// Sets each `(section, key, value)` in the config file `path`, checks the edited text with
+/// `missed` (which names a field the edit did not reach: its name, value and what it holds), and
+/// replaces the file through a rename.
+fn edit_file(
+    path: &Path,
+    values: &[(&str, &str, &str)],
+    missed: impl Fn(&TrainConfig) -> Option<(&'static str, String, &'static str)>,
+) -> Result<()> {
+    let text = std::fs::read_to_string(path).map_err(|e| RecipeError::io(path, e))?;
+    let mut edited = text;
+    for (section, key, value) in values {
+        edited = set_toml_value(&edited, section, key, value);
+    }
+    let parsed = TrainConfig::parse(&edited, path)?;
+    if let Some((field, value, what)) = missed(&parsed) {
+        return Err(RecipeError::InvalidConfig {
+            field: field.into(),
+            value,
+            reason: format!(
+                "{} sets {what} in a way this edit does not follow (an inline table?): set it by hand",
+                path.display()
+            ),
+        });
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, edited).map_err(|e| RecipeError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| RecipeError::io(path, e))
 }
 
 /// An lr as the config line writes it: three significant digits, TOML float syntax (`3.16e-3`).
@@ -122,6 +159,18 @@ mod tests {
             set_toml_value("optim.lr = 5\n[train]\n", "optim", "lr", "1e-3"),
             "optim.lr = 1e-3\n[train]\n"
         );
+    }
+
+    #[test]
+    fn the_batch_size_and_accumulation_are_set_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "# mine\n[train]\nbatch_size = 64 # was\nepochs = 2\n").unwrap();
+        TrainConfig::apply_batch_size_to_file(&path, 48, 2).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "# mine\n[train]\naccumulation_steps = 2\nbatch_size = 48 # was\nepochs = 2\n");
+        let c = TrainConfig::from_toml_file(&path).unwrap();
+        assert_eq!((c.train.batch_size, c.train.accumulation_steps, c.train.epochs), (48, 2, 2));
     }
 
     #[test]

@@ -2,13 +2,15 @@
 //! step (`StepRunner`: autocast, GradScaler, accumulation, clipping, the guards) and batch
 //! transform, on the training source `fit` takes, with everything it touches put back after.
 //!
-//! The snapshot is kept in memory (Lightning writes a checkpoint file and reads it back, and
-//! once restored too little: its bug #6675): the model's parameters and buffers, the
-//! optimizer's state and lrs, torch's generators and Torchlight's process-wide one. The lr
+//! The snapshot (`snapshot.rs`) is kept in memory (Lightning writes a checkpoint file and
+//! reads it back, and once restored too little: its bug #6675): the model's parameters and
+//! buffers, the optimizer's state and lrs, torch's generators and Torchlight's process-wide
+//! one, copied beside the tensors. The lr
 //! scheduler, the plateau scheduler and the callbacks are never called; the GradScaler is the
 //! sweep's own (every `fit` starts a fresh one); a DataLoader's epochs depend only on (seed,
 //! epoch, index), so reading epochs from it changes nothing.
 
+use super::snapshot::{Snapshot, SnapshotPlace};
 use super::{AsDynModule, StepRunner, Trainer};
 use crate::batch::Batch;
 use crate::batch_transform::{BatchContext, BatchTransform};
@@ -18,78 +20,7 @@ use crate::lr_finder::{LossSmoother, LrFindConfig, LrFinder};
 use crate::source::BatchSource;
 use crate::task::Task;
 use tch::Tensor;
-use torchlight_nn::named_tensors;
-use torchlight_optim::{Optimizer, OptimizerState};
-use torchlight_tensor::seed::{with_global_rng, Rng};
-use torchlight_tensor::{no_grad, set_grad_none, set_torch_rng_state, torch_rng_state, TorchRngState};
-
-/// What the sweep changes, copied before it.
-struct Saved {
-    /// Every parameter and buffer: the live tensor and a copy of its values.
-    tensors: Vec<(Tensor, Tensor)>,
-    /// The parameters, whose gradients are cleared after the sweep as they were before it.
-    params: Vec<Tensor>,
-    optimizer: OptimizerState,
-    lrs: Vec<f64>,
-    torch_rng: TorchRngState,
-    global_rng: Rng,
-}
-
-impl Saved {
-    fn take(model: &dyn torchlight_nn::Module, optimizer: &dyn Optimizer) -> Result<Self> {
-        let mut tensors = Vec::new();
-        let mut params = Vec::new();
-        for (name, t, role) in named_tensors(model) {
-            if role == torchlight_nn::Role::Parameter {
-                if t.grad().defined() {
-                    return Err(TrainError::InvalidSetting {
-                        setting: "lr_find".into(),
-                        value: format!("parameter {name} holds a gradient"),
-                        reason: "the range test starts from a model without pending gradients (call the \
-                                 optimizer's zero_grad first)"
-                            .into(),
-                    });
-                }
-                params.push(t.shallow_clone());
-            }
-            let copy = t.detach().copy();
-            tensors.push((t, copy));
-        }
-        let state = optimizer.state_dict();
-        // The state's tensors alias the live ones (as PyTorch's do): copy them.
-        let optimizer_state = OptimizerState {
-            meta: state.meta.clone(),
-            tensors: state.tensors.iter().map(|(k, t)| (k.clone(), t.copy())).collect(),
-        };
-        Ok(Saved {
-            tensors,
-            params,
-            optimizer: optimizer_state,
-            lrs: optimizer.lrs(),
-            torch_rng: torch_rng_state()?,
-            global_rng: with_global_rng(|r| r.clone()),
-        })
-    }
-
-    fn restore(self, optimizer: &mut dyn Optimizer) -> Result<()> {
-        {
-            let _guard = no_grad();
-            for (live, saved) in &self.tensors {
-                let mut live = live.shallow_clone();
-                live.copy_(saved);
-            }
-        }
-        for p in &self.params {
-            set_grad_none(p)?;
-        }
-        optimizer.load_state_dict_owned(self.optimizer)?;
-        optimizer.set_lrs(&self.lrs)?;
-        set_torch_rng_state(&self.torch_rng)?;
-        let global = self.global_rng;
-        with_global_rng(move |r| *r = global);
-        Ok(())
-    }
-}
+use torchlight_optim::Optimizer;
 
 impl Trainer {
     /// The learning-rate range test (Leslie Smith's, as PyTorch Lightning's `Tuner.lr_find`
@@ -139,14 +70,14 @@ impl Trainer {
             });
         }
         guard::check_device(model.as_dyn(), self.device)?;
-        let saved = Saved::take(model.as_dyn(), optimizer)?;
+        let saved = Snapshot::take(model.as_dyn(), optimizer, "lr_find", SnapshotPlace::Device)?;
         let mut transform = self.batch_transform.take();
         let swept = (|| {
             let transform = super::typed_batch_transform::<B>(transform.as_mut(), "lr_find")?;
             self.sweep(&*model, task, optimizer, train, transform, config)
         })();
         self.batch_transform = transform;
-        let restored = saved.restore(optimizer);
+        let restored = saved.restore_owned(optimizer);
         let finder = swept?;
         restored?;
         let end = finder.lrs.last().copied().unwrap_or(config.min_lr);
@@ -174,20 +105,7 @@ impl Trainer {
         B: Batch,
         T: Task<M, B> + ?Sized,
     {
-        let transform_seed = match transform {
-            None => 0,
-            Some(_) => {
-                self.data_seed.or(self.seed).or_else(torchlight_tensor::global_seed).ok_or_else(|| {
-                    TrainError::InvalidSetting {
-                        setting: "batch_transform".into(),
-                        value: "no seed".into(),
-                        reason: "a batch transform draws from generators seeded per batch: set \
-                             TrainerBuilder::seed or data_seed (or call seed_everything first)"
-                            .into(),
-                    }
-                })?
-            }
-        };
+        let transform_seed = if transform.is_some() { self.batch_transform_seed()? } else { 0 };
         let mut runner = StepRunner::new(self.step.clone(), self.device)?;
         let start = optimizer.lrs();
         let reference = start.iter().copied().fold(0.0f64, f64::max);

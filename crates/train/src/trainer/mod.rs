@@ -10,14 +10,18 @@
 //!
 //! The loop itself is in `run.rs` (one `fit`, step by step), its resume in `restore.rs`, the
 //! evaluation loop that validation, [`Trainer::evaluate`] and [`evaluate`] share in
-//! `evaluate.rs`, one optimisation step in `step.rs`, and the lr range test
-//! ([`Trainer::lr_find`]) in `lr_find.rs`.
+//! `evaluate.rs`, one optimisation step in `step.rs`, the lr range test
+//! ([`Trainer::lr_find`]) in `lr_find.rs`, the batch-size search
+//! ([`Trainer::batch_size_find`]) in `batch_size_find.rs`, and the snapshot both tuners put
+//! back in `snapshot.rs`.
 
+mod batch_size_find;
 mod evaluate;
 mod lr_find;
 mod restore;
 mod run;
 mod signal;
+mod snapshot;
 mod step;
 
 pub use evaluate::evaluate;
@@ -505,6 +509,21 @@ impl Trainer {
             metrics.reduce(d)?;
         }
         Ok(metrics)
+    }
+
+    /// The seed a batch transform's per-batch generators derive from outside `fit` (the
+    /// tuners): the data seed, else the Trainer's seed, else the process's; an error without
+    /// one.
+    pub(crate) fn batch_transform_seed(&self) -> Result<u64> {
+        self.data_seed.or(self.seed).or_else(torchlight_tensor::global_seed).ok_or_else(|| {
+            TrainError::InvalidSetting {
+                setting: "batch_transform".into(),
+                value: "no seed".into(),
+                reason: "a batch transform draws from generators seeded per batch: set \
+                         TrainerBuilder::seed or data_seed (or call seed_everything first)"
+                    .into(),
+            }
+        })
     }
 }
 

@@ -144,6 +144,9 @@ pub struct StepRunner {
     global_step: u64,
     skipped_steps: u64,
     unread: Option<UnreadCheck>,
+    /// Whether an out-of-memory failure searches the largest batch that fits (by halving a
+    /// probe); the batch-size finder, which searches itself, turns it off.
+    probe_on_oom: bool,
 }
 
 /// A deferred non-finite check (see [`GuardRead::Deferred`]) and what its error would report.
@@ -190,7 +193,16 @@ impl StepRunner {
             global_step: 0,
             skipped_steps: 0,
             unread: None,
+            probe_on_oom: true,
         })
+    }
+
+    /// This runner without the halving search after an out-of-memory failure: the
+    /// [`TrainError::OutOfMemory`] comes back at once with `fits: None` (the batch-size
+    /// finder's tries, which are that search).
+    pub(crate) fn without_oom_probe(mut self) -> Self {
+        self.probe_on_oom = false;
+        self
     }
 
     /// The configuration.
@@ -313,18 +325,22 @@ impl StepRunner {
     {
         let module = model.as_dyn();
         clear_grads(module);
-        let fits = guard::largest_fitting_batch(batch.len(), |b| {
-            let probe = batch.probe(b);
-            let ok = catch_unwind(AssertUnwindSafe(|| {
-                let _amp = self.autocast().ok().flatten();
-                if let Ok(out) = task.step(model, &probe, Stage::Train) {
-                    out.loss.backward();
-                }
-            }))
-            .is_ok();
-            clear_grads(module);
-            ok
-        });
+        let fits = if !self.probe_on_oom {
+            None
+        } else {
+            guard::largest_fitting_batch(batch.len(), |b| {
+                let probe = batch.probe(b);
+                let ok = catch_unwind(AssertUnwindSafe(|| {
+                    let _amp = self.autocast().ok().flatten();
+                    if let Ok(out) = task.step(model, &probe, Stage::Train) {
+                        out.loss.backward();
+                    }
+                }))
+                .is_ok();
+                clear_grads(module);
+                ok
+            })
+        };
         self.micro = 0;
         self.pending.clear();
         TrainError::OutOfMemory {

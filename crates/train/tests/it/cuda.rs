@@ -1,16 +1,18 @@
-//! GPU tests (feature `cuda-tests`): the `StepRunner`'s out-of-memory guard on a real CUDA
-//! allocation failure; Mixup/CutMix and the model EMA on device tensors; the four text
+//! GPU tests (feature `cuda-tests`): the `StepRunner`'s out-of-memory guard and the batch-size
+//! search (`Trainer::batch_size_find`) on a real CUDA allocation failure; Mixup/CutMix and the model EMA on device tensors; the four text
 //! classifiers against the CPU, padding-invariant, and training under AMP.
 //!
-//! The out-of-memory test fills the GPU with ballast, so it runs the same on GPUs of any size;
+//! The out-of-memory tests fill the GPU with ballast, so it runs the same on GPUs of any size;
 //! every test here holds the torch generator lock, so it owns the device while it runs.
 
 use crate::torch_rng_lock;
 use tch::{Device, Kind, Tensor};
 use torchlight_nn::{named_parameters, resnet18_on, LayerOptions};
 use torchlight_optim::{AdamConfig, AdamW, ParamGroup};
-use torchlight_tensor::{cuda_status, seed_everything};
-use torchlight_train::{Classification, StepConfig, StepRunner, TrainError};
+use torchlight_tensor::{cuda_memory, cuda_status, seed_everything};
+use torchlight_train::{
+    BatchSizeFindConfig, Classification, Progress, StepConfig, StepRunner, TrainError, Trainer,
+};
 
 /// Images in the batch that does not fit.
 const BATCH: i64 = 1024;
@@ -72,6 +74,72 @@ fn out_of_memory_names_the_largest_batch_that_fits_and_that_batch_trains() {
         .step(&model, &task, &part, &mut optimizer, true)
         .unwrap_or_else(|e| panic!("a step at the suggested batch size {fits} failed: {e}"));
     assert!(loss.double_value(&[]).is_finite(), "{loss}");
+    drop(ballast);
+}
+
+/// The batch-size search on a real CUDA allocation failure, under AMP (float16 autocast and
+/// the GradScaler): with about 512 MiB left beside the ballast, the doubling from 2 runs out of
+/// memory below 1024 images and the bisection finds the largest batch that trains; afterwards
+/// the device holds what it held before the search (the tries' memory handed back: tolerance
+/// 16 MiB, written before a GPU run measured it; the run prints both figures), and, with the
+/// ballast still in place, whole steps at the size found run without running out of memory,
+/// which is the point of releasing it (Lightning #8028).
+#[test]
+fn the_batch_size_search_finds_the_largest_batch_on_a_real_out_of_memory_and_gives_the_memory_back() {
+    assert!(cuda_status().available, "CUDA not detected: {:?}", cuda_status().reason);
+    let d = Device::Cuda(0);
+    let _lock = torch_rng_lock();
+    seed_everything(0);
+    let mut model = resnet18_on(2, LayerOptions::new(Kind::Float, d));
+    let mut optimizer =
+        AdamW::new(vec![ParamGroup::new(named_parameters(&model), AdamConfig::adamw())]).unwrap();
+    let task = Classification::new(2);
+    let amp = StepConfig { amp: true, ..StepConfig::default() };
+    // One small step first, so that cuDNN, cuBLAS (whose workspaces stay allocated) and the
+    // optimizer state are set up before the device is full and before the search measures.
+    let mut runner = StepRunner::new(amp.clone(), d).unwrap();
+    let batch =
+        |n: i64| (Tensor::randn([n, 3, 64, 64], (Kind::Float, d)), Tensor::randint(2, [n], (Kind::Int64, d)));
+    let _ = runner.step(&model, &task, &batch(2), &mut optimizer, true).unwrap();
+    let weights_before: Vec<Tensor> = named_parameters(&model).into_iter().map(|(_, p)| p.copy()).collect();
+
+    let ballast = fill_the_device(d);
+    let mut trainer =
+        Trainer::builder().device(d).step_config(amp.clone()).progress(Progress::quiet()).build().unwrap();
+    // Host batches, as a loader gives them: each try copies its batch to the device.
+    let mut batches = |n: usize| -> torchlight_train::Result<(Tensor, Tensor)> {
+        let n = n as i64;
+        Ok((
+            Tensor::randn([n, 3, 64, 64], (Kind::Float, Device::Cpu)),
+            Tensor::randint(2, [n], (Kind::Int64, Device::Cpu)),
+        ))
+    };
+    let config = BatchSizeFindConfig::new(BATCH as usize);
+    let found = trainer.batch_size_find(&mut model, &task, &mut optimizer, &mut batches, &config).unwrap();
+    let largest = found.largest.unwrap_or_else(|| panic!("not even a batch of 1 trained: {:?}", found.tries));
+    eprintln!("batch-size search beside the ballast: {:?}", found.tries);
+    assert!(largest < BATCH as usize, "{largest}: the headroom cannot hold a batch of {BATCH}");
+    assert!(found.tries.iter().any(|t| !t.fits), "a try ran out of memory: {:?}", found.tries);
+    for t in &found.tries {
+        assert!(t.peak_bytes.is_some(), "{t:?}: every try reports its peak on CUDA");
+        assert_eq!(t.fits, t.batch_size <= largest, "{t:?}: sizes fit up to {largest}, none above");
+    }
+    let (before, after) = found.allocated_bytes.expect("CUDA reports the memory held");
+    eprintln!("allocated before the search {before} B, after {after} B");
+    assert!(after <= before + (16 << 20), "the search left {} B behind", after.saturating_sub(before));
+    for ((_, p), w) in named_parameters(&model).into_iter().zip(&weights_before) {
+        assert!(p.equal(w), "the weights are put back exactly");
+    }
+
+    // The size found trains, beside the same ballast, step after step.
+    let part = batch(largest as i64);
+    for _ in 0..3 {
+        let (loss, _) = runner
+            .step(&model, &task, &part, &mut optimizer, true)
+            .unwrap_or_else(|e| panic!("a step at the batch size found, {largest}, failed: {e}"));
+        assert!(loss.double_value(&[]).is_finite(), "{loss}");
+    }
+    assert!(cuda_memory(0).unwrap().allocated >= before, "the ballast is still there");
     drop(ballast);
 }
 

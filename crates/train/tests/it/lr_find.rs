@@ -18,7 +18,7 @@ use torchlight_train::*;
 /// Two linear layers with a BatchNorm (running statistics: buffers) and dropout (torch's
 /// generator) between them.
 #[derive(Debug)]
-struct BnMlp {
+pub(crate) struct BnMlp {
     fc1: Linear,
     bn: BatchNorm2d,
     drop: Dropout,
@@ -26,7 +26,7 @@ struct BnMlp {
 }
 
 impl BnMlp {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         BnMlp {
             fc1: Linear::new(4, 16, true),
             bn: BatchNorm2d::new(16, BatchNormConfig::default()),
@@ -73,7 +73,7 @@ impl Module for BnMlp {
 }
 
 /// Noise on every training batch from the batch's torch generator.
-fn noisy(batch: (Tensor, Tensor), ctx: &mut BatchContext) -> Result<(Tensor, Tensor)> {
+pub(crate) fn noisy(batch: (Tensor, Tensor), ctx: &mut BatchContext) -> Result<(Tensor, Tensor)> {
     let (x, y) = batch;
     let noise = ctx.with_torch_generator(|| Tensor::randn_like(&x) * 0.05)?;
     Ok((x + noise, y))

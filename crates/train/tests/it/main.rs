@@ -4,6 +4,7 @@
 //! (`tests/scripts/read_tfevents.py`). GPU tests live in `cuda.rs` behind the `cuda-tests`
 //! feature.
 
+mod batch_size_find;
 mod calibration;
 mod csv_log;
 #[cfg(feature = "cuda-tests")]
