@@ -20,7 +20,8 @@ different (equally sized, stratified) validation images; everything else is the 
 usage: python docs/recipes/evidence.py --recipe plain|modern --data DIR [--image-size 32]
            [--epochs 10] [--batch-size 32] [--workers 2] [--seed 0] --out DIR
 Prints one JSON line: test_acc, best_epoch (of the selected weights), wall_s (the whole script, imports included),
-train_images, epochs, selected ("model" or "ema").
+train_images, epochs, selected ("model" or "ema"); on stderr, one line per epoch (training loss
+and accuracy, the latter against the dominant label of a mixed target, validation accuracy, lr).
 """
 
 import argparse
@@ -28,6 +29,7 @@ import copy
 import json
 import os
 import random
+import sys
 import time
 
 START = time.perf_counter()
@@ -148,16 +150,29 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     for epoch in range(epochs):
         model.train()
+        seen, loss_sum, hits = 0, 0.0, 0
         for i, (x, y) in enumerate(train_loader):
             opt.zero_grad()
-            loss_fn(model(x), y).backward()
+            out = model(x)
+            loss = loss_fn(out, y)
+            loss.backward()
             opt.step()
+            seen += len(y)
+            loss_sum += loss.item() * len(y)
+            # Mixed targets are probabilities: their argmax is the dominant label.
+            hits += (out.argmax(1) == (y.argmax(1) if y.ndim == 2 else y)).sum().item()
             if ema is not None and i % ema_steps == 0:
                 ema.update_parameters(model)
                 if epoch < warmup:
                     ema.n_averaged.fill_(0)
+        lr = opt.param_groups[0]["lr"]
         sched.step()
         acc = accuracy(model, val_loader)
+        print(
+            f"epoch {epoch + 1}/{epochs}  train loss {loss_sum / seen:.4f} acc {hits / seen:.3f}  val acc {acc:.3f}  lr {lr:.2e}",
+            file=sys.stderr,
+            flush=True,
+        )
         if acc > best:
             best, best_epoch, best_state = acc, epoch + 1, copy.deepcopy(model.state_dict())
         if ema is not None:

@@ -110,14 +110,16 @@ fn mean(xs: impl Iterator<Item = f64>) -> f64 {
 /// The markdown table: one line per recipe and side, means over the seeds (best epochs listed).
 fn table(rows: &[(&str, &str, Vec<Row>)], o: &Options) -> String {
     let mut s = String::from(
-        "| recipe | run by | test accuracy | best epoch | wall time | images/s |\n\
+        "| recipe | run by | test accuracy (per seed) | best epoch | wall time | images/s |\n\
          |---|---|---|---|---|---|\n",
     );
     for (recipe, side, rs) in rows {
         let epochs: Vec<String> = rs.iter().map(|r| r.best_epoch.to_string()).collect();
+        let accs: Vec<String> = rs.iter().map(|r| format!("{:.2}", 100.0 * r.test_acc)).collect();
         s += &format!(
-            "| {recipe} | {side} | {:.2}% | {} | {:.1} s | {:.0} |\n",
+            "| {recipe} | {side} | {:.2}% ({}) | {} | {:.1} s | {:.0} |\n",
             100.0 * mean(rs.iter().map(|r| r.test_acc)),
+            accs.join(", "),
             epochs.join(", "),
             mean(rs.iter().map(|r| r.wall_s)),
             mean(rs.iter().map(|r| r.images_per_s)),
@@ -126,7 +128,7 @@ fn table(rows: &[(&str, &str, Vec<Row>)], o: &Options) -> String {
     let seeds: Vec<String> = o.seeds.iter().map(u64::to_string).collect();
     s += &format!(
         "\nresnet18 from scratch at {0} px, {1} epochs, batch 32, 2 loader workers, seed(s) {2} \
-         (figures are means over the seeds; best epochs per seed); {3} images per class in train/ \
+         (means over the seeds; test accuracies and best epochs per seed); {3} images per class in train/ \
          (a tenth held out for validation), a quarter of that in test/.\n",
         o.image_size,
         o.epochs,
@@ -200,6 +202,8 @@ pub fn evidence(root: &Path, target_dir: &Path, cargo: impl Fn() -> Command, o: 
             if !output.status.success() {
                 bail!("evidence.py failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr));
             }
+            // The script's per-epoch lines (stderr), then its result line.
+            eprint!("{}", String::from_utf8_lossy(&output.stderr));
             let stdout = String::from_utf8_lossy(&output.stdout);
             eprintln!("{}", stdout.trim());
             let (row, train_images) = pytorch_row(&stdout)?;
@@ -271,6 +275,6 @@ mod tests {
         let r = |acc, epoch| Row { test_acc: acc, best_epoch: epoch, wall_s: 10.0, images_per_s: 100.0 };
         let o = Options { seeds: vec![0, 1], ..Options::default() };
         let t = table(&[("plain", "Torchlight", vec![r(0.9, 8), r(0.8, 9)])], &o);
-        assert!(t.contains("| plain | Torchlight | 85.00% | 8, 9 | 10.0 s | 100 |"), "{t}");
+        assert!(t.contains("| plain | Torchlight | 85.00% (90.00, 80.00) | 8, 9 | 10.0 s | 100 |"), "{t}");
     }
 }
