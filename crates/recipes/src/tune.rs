@@ -59,19 +59,12 @@ pub fn lr_find(
     progress: &Progress,
 ) -> Result<LrFindReport> {
     config.validate()?;
-    if config.train.task != TaskKind::Image {
-        return Err(RecipeError::InvalidConfig {
-            field: "train.task".into(),
-            value: format!("{:?}", config.train.task.name()),
-            reason: "the lr finder runs the image recipe; for a text config run the range test with \
-                     Trainer::lr_find from the library"
-                .into(),
-        });
-    }
-    if let Some(line) = apply_pretrained_cfg(&mut config)? {
-        progress.line(&line);
-        config.validate()?;
-    }
+    image_recipe(
+        &mut config,
+        "the lr finder runs the image recipe; for a text config run the range test with \
+         Trainer::lr_find from the library",
+        progress,
+    )?;
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
     let per_rank = torchlight_data::Dataset::len(&splits.train);
@@ -88,15 +81,7 @@ pub fn lr_find(
     // The test sweeps the largest group's lr; optim.lr is the head's.
     let largest = optimizer.lrs().into_iter().fold(0.0f64, f64::max);
     let scale = if largest > 0.0 { config.optim.lr / largest } else { 1.0 };
-    let mut builder = Trainer::builder()
-        .device(device)
-        .step_config(crate::doctor::step_config(&config))
-        .data_seed(t.seed)
-        .progress(progress.clone());
-    if let Some(mix) = crate::image::batch_mixing(&config, num_classes)? {
-        builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
-    }
-    let mut trainer = builder.build()?;
+    let mut trainer = fit_trainer(&config, num_classes, device, progress)?;
     progress.line(&format!(
         "lr range test: {} steps of {} images{}, lr {:.1e} to {:.1e} ({}), {} training images",
         finder.num_training,
@@ -190,19 +175,12 @@ pub fn batch_size_find(
     progress: &Progress,
 ) -> Result<BatchSizeReport> {
     config.validate()?;
-    if config.train.task != TaskKind::Image {
-        return Err(RecipeError::InvalidConfig {
-            field: "train.task".into(),
-            value: format!("{:?}", config.train.task.name()),
-            reason: "the batch-size finder runs the image recipe; for a text config run \
-                     Trainer::batch_size_find from the library"
-                .into(),
-        });
-    }
-    if let Some(line) = apply_pretrained_cfg(&mut config)? {
-        progress.line(&line);
-        config.validate()?;
-    }
+    image_recipe(
+        &mut config,
+        "the batch-size finder runs the image recipe; for a text config run \
+         Trainer::batch_size_find from the library",
+        progress,
+    )?;
     let t = &config.train;
     let device = t.device_spec()?.resolve()?;
     if device == Device::Cpu && search.max_batch_size.is_none() {
@@ -245,15 +223,7 @@ pub fn batch_size_find(
     let head = model_architecture(&config)?.head();
     let mut model = build_model(&config, num_classes, device)?;
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
-    let mut builder = Trainer::builder()
-        .device(device)
-        .step_config(crate::doctor::step_config(&config))
-        .data_seed(t.seed)
-        .progress(progress.clone());
-    if let Some(mix) = crate::image::batch_mixing(&config, num_classes)? {
-        builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
-    }
-    let mut trainer = builder.build()?;
+    let mut trainer = fit_trainer(&config, num_classes, device, progress)?;
     // The EMA's copy of the weights lives on the device for the whole run.
     let ema_copy: Vec<Tensor> = if t.model_ema {
         torchlight_nn::state_dict(model.as_ref()).into_iter().map(|(_, w)| w.detach().copy()).collect()
@@ -294,4 +264,40 @@ pub fn batch_size_find(
         target,
         current: (t.batch_size, t.accumulation_steps),
     })
+}
+
+/// Refuses a config that is not the image recipe's (`reason` says which tuner and what to use
+/// instead) and applies a Hub folder's `pretrained_cfg`, as `fit` does.
+fn image_recipe(config: &mut TrainConfig, reason: &str, progress: &Progress) -> Result<()> {
+    if config.train.task != TaskKind::Image {
+        return Err(RecipeError::InvalidConfig {
+            field: "train.task".into(),
+            value: format!("{:?}", config.train.task.name()),
+            reason: reason.into(),
+        });
+    }
+    if let Some(line) = apply_pretrained_cfg(config)? {
+        progress.line(&line);
+        config.validate()?;
+    }
+    Ok(())
+}
+
+/// The Trainer `fit` steps with: the config's device, step settings (AMP, clipping,
+/// accumulation), data seed and Mixup/CutMix batch transform.
+fn fit_trainer(
+    config: &TrainConfig,
+    num_classes: usize,
+    device: Device,
+    progress: &Progress,
+) -> Result<Trainer> {
+    let mut builder = Trainer::builder()
+        .device(device)
+        .step_config(crate::doctor::step_config(config))
+        .data_seed(config.train.seed)
+        .progress(progress.clone());
+    if let Some(mix) = crate::image::batch_mixing(config, num_classes)? {
+        builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
+    }
+    Ok(builder.build()?)
 }
