@@ -190,6 +190,10 @@ pub fn calibrate(
         panel(data_name, logits, labels, None),
         panel(data_name, logits, labels, Some(temperature)),
     ];
+    if let Some(dir) = png.parent().filter(|d| !d.as_os_str().is_empty()) {
+        // The --report folder it defaults into is made later, by the report.
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     plot_reliability(&panels, png)?;
     Ok(Calibrated {
         temperature,

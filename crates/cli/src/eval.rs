@@ -45,9 +45,10 @@ pub struct Args {
     /// reports the model's own logits.
     #[arg(long)]
     calibrate: bool,
-    /// Where --calibrate draws its reliability diagram.
-    #[arg(long, default_value = "reliability.png")]
-    reliability_png: PathBuf,
+    /// Where --calibrate draws its reliability diagram; default `reliability.png` in the
+    /// --report folder when one is given (beside `report.json`), else in the current folder.
+    #[arg(long, value_name = "PNG")]
+    reliability_png: Option<PathBuf>,
     /// Also write the per-class report (precision, recall, F1 and support per class, their
     /// macro and weighted averages: scikit-learn's `classification_report`; and the
     /// most-confused class pairs) into this folder as `report.json` and `report.csv`; for an
@@ -86,6 +87,9 @@ pub fn run(args: Args) -> Result<()> {
     let progress = if args.json { Progress::quiet() } else { Progress::auto() };
     let tta = args.tta.as_deref().map(Tta::parse).transpose().map_err(anyhow::Error::msg)?;
     let mut tta_result: Option<TtaEvaluated> = None;
+    let reliability_png = args.reliability_png.clone().unwrap_or_else(|| {
+        args.report.as_deref().unwrap_or(std::path::Path::new("")).join("reliability.png")
+    });
     // What is counted: a text model reads documents, an image model images.
     // An image evaluation's files and logits, for `errors.png` (`--report`).
     let mut image_logits: Option<(Vec<(PathBuf, i64)>, Evaluated)> = None;
@@ -104,7 +108,7 @@ pub fn run(args: Args) -> Result<()> {
             let e =
                 text::evaluate_with_logits(model, &mut batches, device, config, classes.len(), &progress)?;
             let name = if dir.ends_with("test") { "test" } else { "data" };
-            let c = calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?;
+            let c = calibrate(&loaded, &args.data, &e, name, &reliability_png, device, &progress)?;
             (e.summary, Some(c))
         } else {
             (text::evaluate(model, &mut batches, device, config, classes.len(), &progress)?, None)
@@ -137,7 +141,7 @@ pub fn run(args: Args) -> Result<()> {
                 )?;
                 let name = if dir.ends_with("test") { "test" } else { "data" };
                 let c = if args.calibrate {
-                    Some(calibrate(&loaded, &args.data, &e, name, &args.reliability_png, device, &progress)?)
+                    Some(calibrate(&loaded, &args.data, &e, name, &reliability_png, device, &progress)?)
                 } else {
                     None
                 };

@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use torchlight_recipes::image::{fit, fit_distributed, resume, resume_distributed};
 use torchlight_recipes::{text, RecipeError, TaskKind, TrainConfig};
+use torchlight_tensor::DeviceSpec;
 use torchlight_train::{Progress, TrainError};
 
 /// Options of `torchlight train`; each flag overrides the config file's value.
@@ -99,7 +100,7 @@ pub fn run(mut args: Args) -> Result<()> {
     let progress = Progress::auto();
     let mut sets = parse_sets(&args.set)?;
     // A rank (started by --nproc, torchrun or srun) on CUDA takes the GPU of its local rank.
-    let cuda = args.device.as_deref() != Some("cpu") && tch::Cuda::is_available();
+    let cuda = requests_cuda(&args, &sets)?;
     let world = distributed::world(cuda)?;
     if let (Some(w), true) = (&world, cuda) {
         args.device = Some(format!("cuda:{}", w.local_rank));
@@ -164,6 +165,34 @@ pub fn run(mut args: Args) -> Result<()> {
         }
         Err(e) => Err(e).context("training failed"),
     }
+}
+
+/// Whether this run trains on CUDA: the device it asks for (`--device`, else the last `--set
+/// train.device=`, else the config it starts from: `--resume`'s run or `--config`, else the
+/// default) is not the CPU, and libtorch's CUDA backend (loaded first, as `DeviceSpec::resolve`
+/// does) sees a GPU. Decides a rank's backend (NCCL or Gloo) and GPU before the config is built,
+/// so `--set train.device=cpu` or a config's `device = "cpu"` keeps a rank on the CPU.
+fn requests_cuda(args: &Args, sets: &[(String, String)]) -> Result<bool> {
+    let requested = requested_device(args, sets);
+    let spec = requested.parse::<DeviceSpec>().with_context(|| format!("train.device {requested:?}"))?;
+    Ok(spec != DeviceSpec::Cpu && torchlight_tensor::cuda_is_available())
+}
+
+/// The `train.device` the run asks for, by the precedence of [`requests_cuda`].
+fn requested_device(args: &Args, sets: &[(String, String)]) -> String {
+    let from_file = || {
+        let file = match &args.resume {
+            Some(run) => Some(run.join("config.toml")),
+            None => args.config.clone(),
+        };
+        // An unreadable file is the recipe's to report, with its own error.
+        file.and_then(|f| TrainConfig::from_toml_file(&f).ok()).map(|c| c.train.device)
+    };
+    args.device
+        .clone()
+        .or_else(|| sets.iter().rev().find(|(k, _)| k == "train.device").map(|(_, v)| v.clone()))
+        .or_else(from_file)
+        .unwrap_or_else(|| TrainConfig::default().train.device)
 }
 
 /// The run folder of a checkpoint folder `<run>/checkpoints/<name>`.
@@ -257,4 +286,43 @@ fn report(summary: &torchlight_recipes::RunSummary, samples: &str) -> Result<()>
     println!("checkpoints:     {}", summary.run_dir.join("checkpoints").display());
     println!("curves:          {}", summary.run_dir.join("curves.png").display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_sets, requested_device, Args};
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn requested(argv: &[&str]) -> String {
+        let cli = Cli::try_parse_from(std::iter::once("train").chain(argv.iter().copied())).unwrap();
+        requested_device(&cli.args, &parse_sets(&cli.args.set).unwrap())
+    }
+
+    /// A rank's backend and GPU follow the device the run asks for, wherever it is asked:
+    /// `--device` over `--set train.device` over the config file (or the resumed run's).
+    #[test]
+    fn a_rank_trains_on_the_device_the_run_asks_for() {
+        let dir = std::env::temp_dir().join(format!("torchlight-requested-device-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("cpu.toml");
+        std::fs::write(&config, "[train]\ndevice = \"cpu\"\n").unwrap();
+        let config = config.to_str().unwrap();
+        let default = torchlight_recipes::TrainConfig::default().train.device;
+        assert_eq!(requested(&[]), default);
+        assert_eq!(requested(&["--config", config]), "cpu");
+        assert_eq!(requested(&["--config", config, "--set", "train.device=cuda:0"]), "cuda:0");
+        assert_eq!(requested(&["--set", "train.device=cuda", "--set", "train.device=cpu"]), "cpu");
+        assert_eq!(requested(&["--config", config, "--set", "train.device=cuda", "--device", "cpu"]), "cpu");
+        let run = dir.join("exp_001");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("config.toml"), "[train]\ndevice = \"cpu\"\n").unwrap();
+        assert_eq!(requested(&["--resume", run.to_str().unwrap()]), "cpu");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

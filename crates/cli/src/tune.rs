@@ -7,7 +7,9 @@
 use anyhow::{bail, Result};
 use std::path::PathBuf;
 use tch::Device;
-use torchlight_recipes::tune::{batch_size_find, lr_find, BatchSizeSearch, LR_FINDER_PNG};
+use torchlight_recipes::tune::{
+    batch_size_find, lr_find, lr_find_distributed, BatchSizeSearch, LR_FINDER_PNG,
+};
 use torchlight_recipes::{format_lr, TrainConfig};
 use torchlight_train::{format_bytes, LrFindConfig, LrFindMode, Progress};
 
@@ -18,6 +20,8 @@ pub enum Command {
     /// the lr raised each optimizer step from --min-lr to --max-lr through the real training
     /// step and train loader of the config, stopping once the smoothed loss passes 4x its best;
     /// suggests the lr where the smoothed loss falls fastest and draws `lr_finder.png`.
+    /// With --nproc N (or as ranks started by torchrun or srun) every rank sweeps its shard as
+    /// `train --nproc N` trains, gradients and losses averaged over the ranks.
     Lr(LrArgs),
     /// The largest batch that trains (as PyTorch Lightning's `Tuner.scale_batch_size` in its
     /// binsearch mode): batch sizes doubled from 2 until one runs out of device memory or
@@ -61,6 +65,12 @@ pub struct LrArgs {
     /// are kept); an error without `--config`.
     #[arg(long)]
     apply: bool,
+    /// Run the test data-parallel on N local processes, as `train --nproc N` trains: each rank
+    /// sweeps its shard with train.batch_size images, the gradients and the loss of each step
+    /// averaged over the ranks, so the curve is the global batch's. Rank 0 prints, plots and
+    /// applies. Needs the `distributed` feature.
+    #[arg(long, value_name = "N")]
+    nproc: Option<usize>,
 }
 
 /// Options of `torchlight tune batch-size`.
@@ -172,10 +182,12 @@ fn run_batch_size(args: BatchSizeArgs) -> Result<()> {
         );
     }
     let Some(largest) = f.largest else {
+        let min = f.config.min_batch_size;
         bail!(
-            "not even a batch of 1 trains on {}: use a smaller model or data.image_size, train.amp = true, \
+            "not even a batch of {min} trains on {}{}: use a smaller model or data.image_size, train.amp = true, \
              or a device with more free memory",
-            report.device
+            report.device,
+            if min > 1 { " (a batch of 1 cannot train the model's BatchNorm, so none was tried)" } else { "" }
         );
     };
     println!(
@@ -226,7 +238,20 @@ fn run_lr(args: LrArgs) -> Result<()> {
     if args.apply && args.config.is_none() {
         bail!("--apply writes the suggestion into the --config file, and none was given: pass --config FILE");
     }
-    let config = tune_config(args.config.as_ref(), &args.data, &args.set)?;
+    if let Some(n) = args.nproc {
+        if n == 0 {
+            bail!("--nproc 0: give the number of processes to run the range test on, at least 1");
+        }
+        return crate::distributed::launch(n);
+    }
+    let mut config = tune_config(args.config.as_ref(), &args.data, &args.set)?;
+    // A rank (started by --nproc, torchrun or srun) on CUDA takes the GPU of its local rank.
+    let cuda = config.train.device_spec()?.resolve()?.is_cuda();
+    let world = crate::distributed::world(cuda)?;
+    if let (Some(w), true) = (&world, cuda) {
+        config.set("train.device", &format!("cuda:{}", w.local_rank))?;
+    }
+    let main = world.as_ref().is_none_or(|w| w.dist.is_main());
     let Some(mode) = LrFindMode::parse(&args.mode) else {
         bail!("--mode {}: expected exponential or linear", args.mode);
     };
@@ -247,7 +272,14 @@ fn run_lr(args: LrArgs) -> Result<()> {
         );
     }
     let out = args.out.clone().unwrap_or_else(|| config.train.out_dir.clone());
-    let report = lr_find(config, &finder, &out, &Progress::auto())?;
+    let progress = Progress::auto();
+    let report = match world {
+        Some(w) => lr_find_distributed(config, &finder, &out, &progress, w.dist)?,
+        None => lr_find(config, &finder, &out, &progress)?,
+    };
+    if !main {
+        return Ok(());
+    }
     let f = &report.finder;
     println!(
         "lr range test: {} steps, lr {:.2e} to {:.2e}{}",

@@ -3,11 +3,13 @@
 //! (the config's model, param groups, optimizer, loss, Mixup/CutMix, AMP, accumulation and
 //! clipping, the training split through the recipe's own train transform). The range test
 //! writes `lr_finder.png` and suggests `optim.lr`; the search suggests `train.batch_size` and
-//! `train.accumulation_steps`. No run folder is made.
+//! `train.accumulation_steps`. No run folder is made. The range test also runs as the ranks of a
+//! data-parallel job ([`lr_find_distributed`], `tune lr --nproc N`), sweeping the global batch
+//! `fit_distributed` trains with.
 
 use crate::config::{format_lr, TaskKind, TrainConfig};
 use crate::error::{RecipeError, Result};
-use crate::image::{apply_pretrained_cfg, open_splits, sharded_loader};
+use crate::image::{apply_pretrained_cfg, open_splits, sharded_loader, sync_batch_norm};
 use crate::model::{build_model, check_batch_norm_batches, model_architecture};
 use crate::optimizer::build_optimizer;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,8 @@ use tch::{Device, Tensor};
 use torchlight_data::{DataLoader, Subset};
 use torchlight_tensor::seed_everything;
 use torchlight_train::{
-    BatchSizeFindConfig, BatchSizeFinder, BatchSuggestion, LrFindConfig, LrFinder, Progress, Trainer,
+    BatchSizeFindConfig, BatchSizeFinder, BatchSuggestion, Distributed, LrFindConfig, LrFinder, Progress,
+    Trainer,
 };
 
 /// The plot's file name in the output folder.
@@ -53,11 +56,41 @@ impl LrFindReport {
 /// in Lightning's finder: a backbone `fit` would freeze for its first epochs
 /// (`model.freeze_epochs`) trains during the test at its group's lr.
 pub fn lr_find(
-    mut config: TrainConfig,
+    config: TrainConfig,
     finder: &LrFindConfig,
     out: &Path,
     progress: &Progress,
 ) -> Result<LrFindReport> {
+    lr_find_on(config, finder, out, progress, None)
+}
+
+/// [`lr_find`] as one rank of a data-parallel run in `world` (every rank calls it with the same
+/// config, as `fit_distributed`): each rank sweeps on its shard of the training split,
+/// `train.batch_size` images per rank, with the gradients averaged over the ranks before each
+/// step (and `train.sync_bn` as `fit` has it) and each step's loss the ranks' mean, so the curve
+/// is that of the global batch `fit_distributed` trains with. Rank 0 alone prints and writes the
+/// plot; every rank returns the same report.
+pub fn lr_find_distributed(
+    config: TrainConfig,
+    finder: &LrFindConfig,
+    out: &Path,
+    progress: &Progress,
+    world: Box<dyn Distributed>,
+) -> Result<LrFindReport> {
+    lr_find_on(config, finder, out, progress, Some(world))
+}
+
+fn lr_find_on(
+    mut config: TrainConfig,
+    finder: &LrFindConfig,
+    out: &Path,
+    progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
+) -> Result<LrFindReport> {
+    let main = world.as_ref().is_none_or(|w| w.is_main());
+    let quiet = Progress::quiet();
+    let progress = if main { progress } else { &quiet };
+    let shard = world.as_ref().map(|w| (w.rank(), w.world_size()));
     config.validate()?;
     image_recipe(
         &mut config,
@@ -67,23 +100,30 @@ pub fn lr_find(
     )?;
     let splits = open_splits(&config)?;
     config.validate_for_classes(splits.classes.len())?;
-    let per_rank = torchlight_data::Dataset::len(&splits.train);
+    let per_rank = torchlight_data::Dataset::len(&splits.train).div_ceil(shard.map_or(1, |(_, n)| n));
     check_batch_norm_batches(&config, per_rank.min(config.train.batch_size))?;
     let t = &config.train;
     seed_everything(t.seed);
     let device = t.device_spec()?.resolve()?;
     let num_classes = config.model.num_classes.unwrap_or(splits.classes.len());
     let task = crate::image::training_task(&config, &splits, num_classes, device)?;
-    let mut train_loader = sharded_loader(splits.train, &config, true, device, None)?;
+    let mut train_loader = sharded_loader(splits.train, &config, true, device, shard)?;
     let head = model_architecture(&config)?.head();
     let mut model = build_model(&config, num_classes, device)?;
+    if t.sync_bn {
+        progress.line(&sync_batch_norm(model.as_mut(), world.as_deref(), config.model.freeze_bn));
+    }
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
     // The test sweeps the largest group's lr; optim.lr is the head's.
     let largest = optimizer.lrs().into_iter().fold(0.0f64, f64::max);
     let scale = if largest > 0.0 { config.optim.lr / largest } else { 1.0 };
-    let mut trainer = fit_trainer(&config, num_classes, device, progress)?;
+    let ranks = match shard {
+        Some((_, n)) => format!(" on each of {n} ranks"),
+        None => String::new(),
+    };
+    let mut trainer = fit_trainer(&config, num_classes, device, progress, world)?;
     progress.line(&format!(
-        "lr range test: {} steps of {} images{}, lr {:.1e} to {:.1e} ({}), {} training images",
+        "lr range test: {} steps of {} images{ranks}{}, lr {:.1e} to {:.1e} ({}), {} training images{}",
         finder.num_training,
         t.batch_size,
         if t.accumulation_steps > 1 {
@@ -94,7 +134,8 @@ pub fn lr_find(
         finder.min_lr,
         finder.max_lr,
         finder.mode.name(),
-        per_rank
+        per_rank,
+        if shard.is_some() { " per rank" } else { "" }
     ));
     let mut found = trainer.lr_find(model.as_mut(), &task, optimizer.as_mut(), &mut train_loader, finder)?;
     if scale != 1.0 {
@@ -102,9 +143,11 @@ pub fn lr_find(
             *lr *= scale;
         }
     }
-    std::fs::create_dir_all(out).map_err(|e| RecipeError::io(out, e))?;
     let plot = out.join(LR_FINDER_PNG);
-    found.plot(&plot)?;
+    if main {
+        std::fs::create_dir_all(out).map_err(|e| RecipeError::io(out, e))?;
+        found.plot(&plot)?;
+    }
     Ok(LrFindReport { finder: found, current_lr: config.optim.lr, plot })
 }
 
@@ -223,7 +266,7 @@ pub fn batch_size_find(
     let head = model_architecture(&config)?.head();
     let mut model = build_model(&config, num_classes, device)?;
     let mut optimizer = build_optimizer(&config, model.as_ref(), head)?;
-    let mut trainer = fit_trainer(&config, num_classes, device, progress)?;
+    let mut trainer = fit_trainer(&config, num_classes, device, progress, None)?;
     // The EMA's copy of the weights lives on the device for the whole run.
     let ema_copy: Vec<Tensor> = if t.model_ema {
         torchlight_nn::state_dict(model.as_ref()).into_iter().map(|(_, w)| w.detach().copy()).collect()
@@ -253,7 +296,19 @@ pub fn batch_size_find(
         let batch = loader.epoch(0).next().expect("a loader of n >= 1 images yields a batch")?;
         Ok(batch)
     };
-    let finder_config = BatchSizeFindConfig::new(ceiling.0).with_init_batch_size(ceiling.0.min(2));
+    // A batch of one gives a training BatchNorm one value per channel, which PyTorch refuses:
+    // for such a model the search ends at 2 (a ceiling of 1 is the config's error).
+    let min_batch = if check_batch_norm_batches(&config, 1).is_err() {
+        if ceiling.0 < 2 {
+            check_batch_norm_batches(&config, ceiling.0)?;
+        }
+        2
+    } else {
+        1
+    };
+    let finder_config = BatchSizeFindConfig::new(ceiling.0)
+        .with_init_batch_size(ceiling.0.min(2))
+        .with_min_batch_size(min_batch);
     let finder =
         trainer.batch_size_find(model.as_mut(), &task, optimizer.as_mut(), &mut batches, &finder_config)?;
     drop(ema_copy);
@@ -290,12 +345,16 @@ fn fit_trainer(
     num_classes: usize,
     device: Device,
     progress: &Progress,
+    world: Option<Box<dyn Distributed>>,
 ) -> Result<Trainer> {
     let mut builder = Trainer::builder()
         .device(device)
         .step_config(crate::doctor::step_config(config))
         .data_seed(config.train.seed)
         .progress(progress.clone());
+    if let Some(world) = world {
+        builder = builder.distributed(world);
+    }
     if let Some(mix) = crate::image::batch_mixing(config, num_classes)? {
         builder = builder.batch_transform::<(Tensor, Tensor)>(mix);
     }

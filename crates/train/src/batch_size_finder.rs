@@ -28,12 +28,22 @@ pub struct BatchSizeFindConfig {
     /// optimizer's state (Adam's moments, SGD's momentum), the second runs with it held, as
     /// every later step of a run does, so the second is the step whose memory a run needs.
     pub steps_per_try: usize,
+    /// The smallest batch size the search tries; default 1. A model whose BatchNorm trains
+    /// needs 2 (a batch of one gives it one value per channel, which PyTorch refuses), so the
+    /// search ends there, with nothing found, rather than on that error.
+    pub min_batch_size: usize,
 }
 
 impl BatchSizeFindConfig {
     /// A search up to `max_batch_size`, from 2, with 2 steps per try.
     pub fn new(max_batch_size: usize) -> Self {
-        BatchSizeFindConfig { init_batch_size: 2, max_batch_size, steps_per_try: 2 }
+        BatchSizeFindConfig { init_batch_size: 2, max_batch_size, steps_per_try: 2, min_batch_size: 1 }
+    }
+
+    /// The smallest batch size tried (2 for a model whose BatchNorm trains).
+    pub fn with_min_batch_size(mut self, size: usize) -> Self {
+        self.min_batch_size = size;
+        self
     }
 
     /// The first batch size tried.
@@ -58,8 +68,15 @@ impl BatchSizeFindConfig {
                 reason: reason.into(),
             })
         };
-        if self.init_batch_size == 0 {
-            return bad("init_batch_size", 0, "must be at least 1");
+        if self.min_batch_size == 0 {
+            return bad("min_batch_size", 0, "must be at least 1");
+        }
+        if self.init_batch_size < self.min_batch_size {
+            return bad(
+                "init_batch_size",
+                self.init_batch_size,
+                &format!("must be at least the smallest size tried, {}", self.min_batch_size),
+            );
         }
         if self.max_batch_size < self.init_batch_size {
             return bad(
@@ -94,7 +111,8 @@ pub struct BatchSizeFinder {
     pub config: BatchSizeFindConfig,
     /// Every try, in the order run: the doublings, then the bisection.
     pub tries: Vec<BatchSizeTry>,
-    /// The largest batch size that fitted; `None` when not even a batch of 1 did.
+    /// The largest batch size that fitted; `None` when not even a batch of the smallest size
+    /// ([`BatchSizeFindConfig::min_batch_size`]) did.
     pub largest: Option<usize>,
     /// On CUDA, the bytes held by tensors (`torch.cuda.memory_allocated`) before the search
     /// and after it (after the restore and the cache release); `None` elsewhere.
@@ -163,7 +181,8 @@ pub fn search_batch_size(
         tries.push(BatchSizeTry { batch_size: size, ..t });
         Ok(t.fits)
     };
-    let mut fitted = 0usize;
+    // The sizes below the smallest one count as fitting: the bisection never goes under it.
+    let mut fitted = config.min_batch_size - 1;
     let mut failed = None;
     let mut size = config.init_batch_size;
     loop {
@@ -190,7 +209,7 @@ pub fn search_batch_size(
     Ok(BatchSizeFinder {
         config: config.clone(),
         tries,
-        largest: (fitted > 0).then_some(fitted),
+        largest: (fitted >= config.min_batch_size).then_some(fitted),
         allocated_bytes: None,
     })
 }
@@ -232,6 +251,26 @@ mod tests {
         })
         .unwrap();
         (found.tries.iter().map(|t| (t.batch_size, t.fits)).collect(), found.largest)
+    }
+
+    /// With a floor of 2 (a model whose BatchNorm trains) a batch of 1 is never tried.
+    #[test]
+    fn the_search_never_goes_below_the_smallest_size() {
+        let search_from = |init: usize, min: usize, limit: usize| {
+            let config = BatchSizeFindConfig::new(64).with_init_batch_size(init).with_min_batch_size(min);
+            let found = search_batch_size(&config, |b| {
+                Ok(BatchSizeTry { batch_size: b, fits: b <= limit, peak_bytes: None })
+            })
+            .unwrap();
+            (found.tries.iter().map(|t| (t.batch_size, t.fits)).collect::<Vec<_>>(), found.largest)
+        };
+        assert_eq!(search_from(2, 2, 1), (vec![(2, false)], None));
+        assert_eq!(search_from(2, 1, 1), (vec![(2, false), (1, true)], Some(1)));
+        assert_eq!(search_from(8, 2, 3), (vec![(8, false), (4, false), (2, true), (3, true)], Some(3)));
+        assert_eq!(search_from(8, 2, 0), (vec![(8, false), (4, false), (2, false)], None));
+        let bad = BatchSizeFindConfig::new(64).with_min_batch_size(4);
+        assert!(bad.validate().unwrap_err().to_string().contains("init_batch_size"));
+        assert!(BatchSizeFindConfig::new(64).with_min_batch_size(0).validate().is_err());
     }
 
     #[test]

@@ -83,6 +83,24 @@ fn eval_calibrate_fits_a_temperature_and_draws_the_reliability_diagram() {
     assert_eq!(c["data"]["images"], json["images"]);
     assert!(png.exists(), "--json still draws the diagram");
 
+    // Without --reliability-png, --report's folder holds the diagram beside report.json.
+    let report = dir.join("report");
+    ok(&[
+        "eval",
+        "--checkpoint",
+        &run_s,
+        "--data",
+        &data_s,
+        "--device",
+        "cpu",
+        "--calibrate",
+        "--report",
+        &s(&report),
+    ]);
+    for file in ["reliability.png", "report.json"] {
+        assert!(report.join(file).is_file(), "no {file} in --report's folder");
+    }
+
     // The test split alone, with the run's data.root moved away: the error names both.
     let moved = dir.join("moved");
     std::fs::rename(&data, &moved).unwrap();

@@ -1,8 +1,9 @@
 //! `torchlight train --nproc N`: with the `distributed` feature, two local ranks train a tiny
 //! ImageFolder (and a tiny TextFolder, `--task text`) into one run folder that rank 0 alone
 //! writes, show the per-rank and global batch, and resume with `--nproc 2`; the text run's
-//! weights equal one process's on both ranks' batches together; without the feature,
-//! `--nproc` is one line saying how to get it.
+//! weights equal one process's on both ranks' batches together; `tune lr --nproc 2` sweeps on
+//! both ranks and rank 0 alone reports; without the feature, `--nproc` is one line saying how
+//! to get it.
 
 use super::{s, temp};
 
@@ -57,6 +58,65 @@ fn nproc_2_trains_into_one_run_folder_and_resumes() {
     assert_eq!(summary["epochs"], 2, "{summary}");
     let rows = std::fs::read_to_string(run.join("metrics.csv")).unwrap().lines().count();
     assert_eq!(rows, 3, "a header and one row per epoch, written once");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `tune lr --nproc 2` (here with `train.sync_bn`): both ranks sweep their shards with the
+/// gradients and losses averaged, rank 0 alone prints the suggestion and draws the plot, and
+/// `--apply` writes it once.
+#[cfg(feature = "distributed")]
+#[test]
+fn tune_lr_nproc_2_sweeps_on_every_rank_and_rank_0_reports() {
+    let dir = temp("nproc-tune");
+    super::ok(&["demo-data", "--out", &s(&dir.join("data")), "--per-class", "6"]);
+    let data = s(&dir.join("data/target"));
+    let (config, out_dir) = (dir.join("tune.toml"), dir.join("tune"));
+    std::fs::write(&config, "[optim]\nlr = 0.01\n").unwrap();
+    let (config_s, out_s) = (s(&config), s(&out_dir));
+    let out = super::torchlight(&[
+        "tune",
+        "lr",
+        "--nproc",
+        "2",
+        "--data",
+        &data,
+        "--config",
+        &config_s,
+        "--out",
+        &out_s,
+        "--steps",
+        "14",
+        "--min-lr",
+        "1e-5",
+        "--apply",
+        "--set",
+        "model.name=resnet18",
+        "--set",
+        "data.image_size=32",
+        "--set",
+        "train.batch_size=2",
+        "--set",
+        "train.device=cpu",
+        "--set",
+        "data.workers=0",
+        "--set",
+        "train.sync_bn=true",
+    ]);
+    let printed =
+        format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{printed}");
+    assert!(printed.contains("lr range test: 14 steps of 2 images on each of 2 ranks"), "{printed}");
+    assert!(printed.contains("BatchNorm layers normalise with the statistics of all 2 ranks"), "{printed}");
+    assert!(printed.contains("on 2 ranks (losses averaged over them)"), "{printed}");
+    assert_eq!(printed.matches("suggested lr: ").count(), 1, "only rank 0 reports: {printed}");
+    assert_eq!(printed.matches("applied: ").count(), 1, "only rank 0 applies: {printed}");
+    let png = std::fs::read(out_dir.join("lr_finder.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{} bytes", png.len());
+    // The launcher prefixes each rank's lines.
+    let rest = printed.lines().find_map(|l| l.split_once("suggested lr: ").map(|(_, r)| r)).unwrap();
+    let lr: f64 = rest.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(lr.is_finite() && (1e-5..=1.0).contains(&lr), "{lr}: {printed}");
+    assert_eq!(torchlight_recipes::TrainConfig::from_toml_file(&config).unwrap().optim.lr, lr);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -1,5 +1,6 @@
 //! GPU tests (the `cuda-tests` feature): synchronised BatchNorm on CUDA tensors (ATen's sync-BN
-//! kernels) over 2 Gloo ranks against one process on the concatenated batch. With the `nccl`
+//! kernels) over 2 Gloo ranks against one process on the concatenated batch; the distributed
+//! lr range test on CUDA over 2 Gloo ranks against one process. With the `nccl`
 //! feature too (`cargo xtask test --cuda`; the GPU kit is built without NCCL's headers): NCCL
 //! with one rank runs the collectives and the DDP training of the CPU tests, Gloo takes CUDA
 //! tensors too, and synchronised BatchNorm runs over NCCL (2 ranks on 2 GPUs; a world of one
@@ -21,6 +22,26 @@ fn sync_batch_norm_on_cuda_over_two_gloo_ranks_matches_one_process() {
     let device = cuda();
     let worst = crate::sync_bn::two_ranks_match_one_process("gloo", "cuda", device);
     eprintln!("sync_bn on CUDA over Gloo: worst max difference {worst:e}");
+}
+
+/// The lr range test of a distributed Trainer on CUDA (2 Gloo ranks, the one GPU there may be
+/// shared): each step's loss all-reduced as a CUDA tensor; both ranks draw the same curve, that
+/// of one process on the GPU on both ranks' batches (1e-4: the GPU's float sums in another
+/// order), and get their own weights back.
+#[test]
+fn lr_find_on_cuda_over_two_gloo_ranks_matches_one_process() {
+    let device = cuda();
+    let out = tempfile::tempdir().unwrap();
+    let outcome = crate::common::launcher("lr_find", 2, out.path())
+        .env(crate::trainer::LR_FIND_DEVICE, "cuda")
+        .run()
+        .expect("launch");
+    assert!(outcome.success(), "{}", crate::common::describe(&outcome));
+    let read = |r: usize| std::fs::read_to_string(out.path().join(format!("rank{r}_curve.txt"))).unwrap();
+    let curve = read(0);
+    assert_eq!(curve, read(1), "the ranks' curves differ");
+    let want = crate::trainer::one_process_sweep(device).unwrap();
+    crate::trainer::assert_curve_matches(&curve, &want, 1e-4);
 }
 
 /// The tests that need the `nccl` feature.

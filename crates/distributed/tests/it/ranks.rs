@@ -49,6 +49,7 @@ fn run(scenario: &str) -> Result<()> {
         "dies" => dies(&pg),
         "hangs" => hangs(&pg),
         "trainer" => crate::trainer::rank(&pg, &out),
+        "lr_find" => crate::trainer::lr_find_rank(&pg, &out),
         "sync_bn" => crate::sync_bn::rank(&pg, &out),
         "sync_bn_ddp" => crate::sync_bn::ddp_rank(&pg, &out),
         other => bail!("unknown scenario `{other}`"),

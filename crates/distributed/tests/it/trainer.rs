@@ -13,10 +13,11 @@ use tch::Tensor;
 use torchlight_data::{DataLoader, DefaultCollate, DistributedSampler, Sampler, TensorDataset};
 use torchlight_distributed::{DataParallel, DdpConfig, ProcessGroup};
 use torchlight_nn::Sequential;
-use torchlight_optim::{ParamGroup, Sgd, SgdConfig};
+use torchlight_optim::{Optimizer, ParamGroup, Sgd, SgdConfig};
 use torchlight_train::{
-    BatchEnd, Callback, Classification, Context as HookContext, Distributed, FitSummary,
-    MeanAveragePrecision, Metric, MetricSet, MultiLabelF1, Progress, TrainError, Trainer,
+    BatchEnd, Callback, Classification, Context as HookContext, Distributed, FitSummary, LrFindConfig,
+    LrFinder, MeanAveragePrecision, Metric, MetricSet, MultiLabelF1, Progress, TrainError, Trainer,
+    TrainerBuilder,
 };
 
 const WORLD: usize = 2;
@@ -118,18 +119,8 @@ fn fit_rank_with(
 ) -> Result<(Sequential, FitSummary)> {
     let rank = pg.rank();
     let (mut model, mut sgd) = model_and_optimizer(3 + rank as u64)?;
-    let mut train = loader(dataset(11, TRAIN_SAMPLES), rank_sampler(rank)?, PER_RANK_BATCH)?;
-    let val_sampler = DistributedSampler::new(VAL_SAMPLES, WORLD, rank)?.with_shuffle(false);
-    let mut val = loader(dataset(12, VAL_SAMPLES), val_sampler, PER_RANK_BATCH)?;
-    let mut builder = Trainer::builder()
-        .epochs(epochs)
-        .accumulation(ACCUMULATION)
-        .amp(amp)
-        .seed(SEED)
-        .graceful_shutdown(false)
-        .progress(Progress::auto())
-        .run_dir(run_dir)
-        .distributed(Box::new(DataParallel::new(pg, DdpConfig::default())));
+    let (mut train, mut val) = rank_loaders(rank)?;
+    let mut builder = rank_trainer(pg, epochs, run_dir, amp);
     if let Some(at) = crash {
         builder = builder.checkpoint_every_n_steps(1).callback(CrashAt(at));
     }
@@ -139,6 +130,138 @@ fn fit_rank_with(
     let summary =
         builder.build()?.fit(&mut model, &Classification::new(3), &mut sgd, &mut train, Some(&mut val))?;
     Ok((model, summary))
+}
+
+/// This rank's shards of the training and validation sets.
+fn rank_loaders(rank: usize) -> Result<(Loader, Loader)> {
+    let train = loader(dataset(11, TRAIN_SAMPLES), rank_sampler(rank)?, PER_RANK_BATCH)?;
+    let val_sampler = DistributedSampler::new(VAL_SAMPLES, WORLD, rank)?.with_shuffle(false);
+    Ok((train, loader(dataset(12, VAL_SAMPLES), val_sampler, PER_RANK_BATCH)?))
+}
+
+/// The distributed Trainer of every scenario here, writing `run_dir` (rank 0 alone).
+fn rank_trainer(pg: &ProcessGroup, epochs: u64, run_dir: &Path, amp: bool) -> TrainerBuilder {
+    Trainer::builder()
+        .epochs(epochs)
+        .accumulation(ACCUMULATION)
+        .amp(amp)
+        .seed(SEED)
+        .graceful_shutdown(false)
+        .progress(Progress::auto())
+        .run_dir(run_dir)
+        .distributed(Box::new(DataParallel::new(pg, DdpConfig::default())))
+}
+
+/// The range test of the `lr_find` scenario: 12 steps (3 epochs of 4 batches, 2 accumulated)
+/// from 1e-3 to 1e4, far enough for SGD to diverge.
+fn sweep() -> LrFindConfig {
+    LrFindConfig { min_lr: 1e-3, max_lr: 1e4, num_training: 12, skip_begin: 2, ..LrFindConfig::default() }
+}
+
+/// A range test's points, one `lr loss raw` line each (exact, as `{:?}` prints f64), then
+/// whether it stopped early.
+fn curve_text(f: &LrFinder) -> String {
+    let mut lines: Vec<String> =
+        (0..f.lrs.len()).map(|i| format!("{:?} {:?} {:?}", f.lrs[i], f.losses[i], f.raw_losses[i])).collect();
+    lines.push(format!("stopped_early {}", f.stopped_early));
+    lines.join("\n")
+}
+
+/// `TL_LR_FIND_DEVICE=cuda` (the GPU tests) runs the `lr_find` scenario's sweep on a GPU.
+pub const LR_FIND_DEVICE: &str = "TL_LR_FIND_DEVICE";
+
+/// The `lr_find` scenario on one rank: a straight `fit`, then a fresh model and Trainer whose
+/// `lr_find` runs before the same `fit`. Writes the curve, the weights after each fit, and
+/// checks `lr_find` put back this rank's own (not rank 0's) weights. On CUDA
+/// ([`LR_FIND_DEVICE`]) the sweep alone, on the GPU of the rank (the loss all-reduced as a
+/// CUDA tensor).
+pub fn lr_find_rank(pg: &ProcessGroup, out: &Path) -> Result<()> {
+    let r = pg.rank();
+    if std::env::var(LR_FIND_DEVICE).as_deref() == Ok("cuda") {
+        // Loads libtorch's CUDA backend, which this binary does not link.
+        let status = torchlight_tensor::cuda_status();
+        ensure!(status.available, "CUDA not available: {:?}", status.reason);
+        let device = tch::Device::Cuda(r % status.device_count.max(1));
+        let curve = sweep_on(pg, device, &out.join(format!("tuned_{r}")))?;
+        return Ok(std::fs::write(out.join(format!("rank{r}_curve.txt")), curve)?);
+    }
+    let (model, _) = fit_rank(pg, EPOCHS, &out.join(format!("straight_{r}")), None, false)?;
+    save(&model, &out.join(format!("rank{r}_straight.safetensors")))?;
+
+    let (mut model, mut sgd) = model_and_optimizer(3 + r as u64)?;
+    let own = state(&model);
+    let (mut train, mut val) = rank_loaders(r)?;
+    let mut trainer = rank_trainer(pg, EPOCHS, &out.join(format!("tuned_{r}")), false).build()?;
+    let task = Classification::new(3);
+    let found = trainer.lr_find(&mut model, &task, &mut sgd, &mut train, &sweep())?;
+    std::fs::write(out.join(format!("rank{r}_curve.txt")), curve_text(&found))?;
+    ensure!(max_diff(&own, &state(&model)) == 0.0, "rank {r}: lr_find did not put back this rank's weights");
+    ensure!(sgd.lrs() == vec![0.1], "rank {r}: lr_find left the lr at {:?}", sgd.lrs());
+    trainer.fit(&mut model, &task, &mut sgd, &mut train, Some(&mut val))?;
+    save(&model, &out.join(format!("rank{r}_tuned.safetensors")))
+}
+
+/// The scenario's sweep alone on `device`: this rank's model (on the device before its SGD is
+/// made), its shard, a distributed Trainer on the device. Returns the curve as text, once the
+/// rank's own weights are checked to be back.
+fn sweep_on(pg: &ProcessGroup, device: tch::Device, run_dir: &Path) -> Result<String> {
+    let r = pg.rank();
+    let model = conv_mlp();
+    init_deterministic(&model, 3 + r as u64);
+    torchlight_nn::to_device(&model, device);
+    let mut model = model;
+    let mut sgd = Sgd::new(vec![ParamGroup::new(
+        torchlight_nn::named_parameters(&model),
+        SgdConfig::new(0.1).with_momentum(0.9),
+    )])?;
+    let own = state(&model);
+    let (mut train, _) = rank_loaders(r)?;
+    let mut trainer = rank_trainer(pg, EPOCHS, run_dir, false).device(device).build()?;
+    let found = trainer.lr_find(&mut model, &Classification::new(3), &mut sgd, &mut train, &sweep())?;
+    ensure!(max_diff(&own, &state(&model)) == 0.0, "rank {r}: lr_find did not put back this rank's weights");
+    Ok(curve_text(&found))
+}
+
+/// One process's sweep on the ranks' batches together from rank 0's initial weights, on
+/// `device`: what a 2-rank sweep's curve must equal.
+pub fn one_process_sweep(device: tch::Device) -> Result<LrFinder> {
+    let (mut model, _) = model_and_optimizer(3)?;
+    torchlight_nn::to_device(&model, device);
+    let mut sgd = Sgd::new(vec![ParamGroup::new(
+        torchlight_nn::named_parameters(&model),
+        SgdConfig::new(0.1).with_momentum(0.9),
+    )])?;
+    let samplers = (0..WORLD).map(rank_sampler).collect::<Result<Vec<_>>>()?;
+    let mut train = loader(dataset(11, TRAIN_SAMPLES), Concatenated(samplers), PER_RANK_BATCH * WORLD)?;
+    let mut trainer = Trainer::builder()
+        .accumulation(ACCUMULATION)
+        .seed(SEED)
+        .graceful_shutdown(false)
+        .progress(Progress::quiet())
+        .device(device)
+        .build()?;
+    Ok(trainer.lr_find(&mut model, &Classification::new(3), &mut sgd, &mut train, &sweep())?)
+}
+
+/// Checks the 2-rank curve (as [`curve_text`] wrote it) against one process's `want`: the same
+/// lrs and stop, the losses within `tolerance` relative.
+pub fn assert_curve_matches(curve: &str, want: &LrFinder, tolerance: f64) {
+    let got: Vec<Vec<f64>> = curve
+        .lines()
+        .filter(|l| !l.starts_with("stopped_early"))
+        .map(|l| l.split(' ').map(|v| v.parse().expect("a number")).collect())
+        .collect();
+    assert_eq!(got.len(), want.lrs.len(), "steps: 2 ranks {curve}\nvs one process {want:?}");
+    assert!(curve.ends_with(&format!("stopped_early {}", want.stopped_early)), "{curve}\nvs {want:?}");
+    assert!(want.stopped_early, "the sweep did not reach divergence: {want:?}");
+    for (i, g) in got.iter().enumerate() {
+        assert_eq!(g[0], want.lrs[i], "lr of step {i}");
+        for (name, a, b) in [("smoothed", g[1], want.losses[i]), ("raw", g[2], want.raw_losses[i])] {
+            // Two per-rank means averaged against one mean; NaN past divergence on both sides.
+            let close = (a.is_nan() && b.is_nan()) || (a - b).abs() <= tolerance * b.abs().max(1.0);
+            assert!(close, "step {i}: {name} loss {a} on 2 ranks vs {b} in one process");
+        }
+    }
 }
 
 fn save(model: &Sequential, path: &Path) -> Result<()> {
@@ -323,5 +446,32 @@ fn two_ranks_train_like_one_process_on_the_concatenated_batch_and_resume() -> Re
         let diff = max_diff(&resumed, &rank0);
         assert!(diff <= 1e-6, "rank {r}: resumed vs straight run, max |diff| {diff:e} > 1e-6");
     }
+    Ok(())
+}
+
+/// The range test under DDP: both ranks draw the same curve, equal (to the order of float sums)
+/// to one process's sweep on the ranks' batches together from rank 0's weights, stopping at the
+/// same step; each rank gets its own weights back, and `lr_find` then `fit` ends with the
+/// weights of `fit` alone, bit for bit.
+#[test]
+fn two_ranks_lr_find_sweeps_the_global_batch_and_leaves_fit_unchanged() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let outcome = launch("lr_find", WORLD, dir.path());
+    ensure!(outcome.success(), "the ranks failed:\n{}", describe(&outcome));
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name));
+    let curve = read("rank0_curve.txt")?;
+    assert_eq!(curve, read("rank1_curve.txt")?, "the ranks' curves differ");
+
+    // One process on the concatenated batches, from rank 0's initial weights.
+    assert_curve_matches(&curve, &one_process_sweep(tch::Device::Cpu)?, 1e-5);
+
+    for r in 0..WORLD {
+        let straight = load(&dir.path().join(format!("rank{r}_straight.safetensors")))?;
+        let tuned = load(&dir.path().join(format!("rank{r}_tuned.safetensors")))?;
+        assert_eq!(max_diff(&straight, &tuned), 0.0, "rank {r}: lr_find then fit differs from fit alone");
+    }
+    let rank0 = output_of(&outcome, 0);
+    assert!(rank0.contains("on 2 ranks (losses averaged over them)"), "{}", describe(&outcome));
+    assert!(!output_of(&outcome, 1).contains("lr_find:"), "rank 1 printed: {}", describe(&outcome));
     Ok(())
 }

@@ -91,7 +91,11 @@ fn fit_on(
 /// `train.sync_bn`: has `world` make `model`'s BatchNorms synchronised (every rank's batch
 /// statistics together), or leaves them plain in a single process, where they already see the
 /// whole batch. Returns the line saying which.
-fn sync_batch_norm(model: &mut dyn Module, world: Option<&dyn Distributed>, frozen: bool) -> String {
+pub(crate) fn sync_batch_norm(
+    model: &mut dyn Module,
+    world: Option<&dyn Distributed>,
+    frozen: bool,
+) -> String {
     let Some(world) = world.filter(|w| w.world_size() > 1) else {
         return "train.sync_bn: a single process trains with plain BatchNorm (its batch is the whole batch; \
                 nothing to synchronise)"

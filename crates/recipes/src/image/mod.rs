@@ -20,7 +20,7 @@ pub use data::{
     train_transform_for, Loader, Split, Splits,
 };
 pub use evaluate::{evaluate, evaluate_with_logits, Evaluated};
-pub(crate) use fit::{batch_mixing, training_task};
+pub(crate) use fit::{batch_mixing, sync_batch_norm, training_task};
 pub use fit::{fit, fit_distributed, resume, resume_distributed};
 pub use hub::{load_hub_model, HubModel};
 pub use pretrained_cfg::apply_pretrained_cfg;

@@ -2,6 +2,11 @@
 //! step (`StepRunner`: autocast, GradScaler, accumulation, clipping, the guards) and batch
 //! transform, on the training source `fit` takes, with everything it touches put back after.
 //!
+//! Under data parallelism every rank runs the same sweep on its shard, as `fit` does: the
+//! replicas start from rank 0's weights, the gradients are averaged over the ranks before each
+//! step, and each step's loss is the mean over the ranks, so every rank draws the same curve,
+//! stops at the same step and gets the same suggestion (Lightning reduces the loss the same way).
+//!
 //! The snapshot (`snapshot.rs`) is kept in memory (Lightning writes a checkpoint file and
 //! reads it back, and once restored too little: its bug #6675): the model's parameters and
 //! buffers, the optimizer's state and lrs, torch's generators and Torchlight's process-wide
@@ -14,12 +19,13 @@ use super::snapshot::{Snapshot, SnapshotPlace};
 use super::{AsDynModule, StepRunner, Trainer};
 use crate::batch::Batch;
 use crate::batch_transform::{BatchContext, BatchTransform};
+use crate::distributed::Distributed;
 use crate::error::{Result, TrainError};
 use crate::guard;
 use crate::lr_finder::{LossSmoother, LrFindConfig, LrFinder};
 use crate::source::BatchSource;
 use crate::task::Task;
-use tch::Tensor;
+use tch::{Device, Tensor};
 use torchlight_optim::Optimizer;
 
 impl Trainer {
@@ -37,8 +43,16 @@ impl Trainer {
     ///
     /// Afterwards the model's parameters and buffers, the optimizer (state and lrs) and the
     /// random generators are exactly as they were, so `lr_find` then `fit` trains as `fit`
-    /// alone does, bit for bit on the CPU; the schedulers and callbacks are not touched. A
-    /// distributed Trainer refuses it.
+    /// alone does, bit for bit on the CPU; the schedulers and callbacks are not touched.
+    ///
+    /// A distributed Trainer ([`TrainerBuilder::distributed`]) runs it on every rank, each on
+    /// its shard of the data (call it on every rank, as `fit`): the replicas start from rank
+    /// 0's weights, the gradients are averaged over the ranks before each step and each step's
+    /// loss is the ranks' mean, so every rank returns the same curve and suggestion, and the
+    /// sweep equals one process's on the ranks' batches together. Each rank's own weights are
+    /// put back afterwards (`fit` then broadcasts rank 0's, as always). Only rank 0 prints.
+    ///
+    /// [`TrainerBuilder::distributed`]: super::TrainerBuilder::distributed
     ///
     /// [`StepConfig`]: super::StepConfig
     pub fn lr_find<M, B, T>(
@@ -55,13 +69,6 @@ impl Trainer {
         T: Task<M, B> + ?Sized,
     {
         config.validate()?;
-        if self.distributed.is_some() {
-            return Err(TrainError::InvalidSetting {
-                setting: "lr_find".into(),
-                value: format!("{} ranks", self.world_size()),
-                reason: "the range test runs in one process: run it before launching the ranks".into(),
-            });
-        }
         if train.is_empty() {
             return Err(TrainError::InvalidSetting {
                 setting: "lr_find".into(),
@@ -73,6 +80,11 @@ impl Trainer {
         let saved = Snapshot::take(model.as_dyn(), optimizer, "lr_find", SnapshotPlace::Device)?;
         let mut transform = self.batch_transform.take();
         let swept = (|| {
+            if let Some(d) = self.distributed.as_mut() {
+                // Every replica starts from rank 0's weights, as in `fit`; each rank's own
+                // come back with the snapshot.
+                d.broadcast_parameters(model.as_dyn())?;
+            }
             let transform = super::typed_batch_transform::<B>(transform.as_mut(), "lr_find")?;
             self.sweep(&*model, task, optimizer, train, transform, config)
         })();
@@ -82,17 +94,23 @@ impl Trainer {
         restored?;
         let end = finder.lrs.last().copied().unwrap_or(config.min_lr);
         let how = if finder.stopped_early { ": the loss diverged" } else { "" };
-        self.progress.line(&format!(
-            "lr_find: {} steps from {:.1e} to {end:.1e}{how}; model and optimizer restored",
-            finder.lrs.len(),
-            config.min_lr
-        ));
+        if self.is_main() {
+            let ranks = match self.world_size() {
+                1 => String::new(),
+                n => format!(" on {n} ranks (losses averaged over them)"),
+            };
+            self.progress.line(&format!(
+                "lr_find: {} steps from {:.1e} to {end:.1e}{ranks}{how}; model and optimizer restored",
+                finder.lrs.len(),
+                config.min_lr
+            ));
+        }
         Ok(finder)
     }
 
     /// The sweep itself; the caller restores what it changed.
     fn sweep<M, B, T>(
-        &self,
+        &mut self,
         model: &M,
         task: &T,
         optimizer: &mut dyn Optimizer,
@@ -106,6 +124,9 @@ impl Trainer {
         T: Task<M, B> + ?Sized,
     {
         let transform_seed = if transform.is_some() { self.batch_transform_seed()? } else { 0 };
+        // Each rank mixes its own batch differently, as in `fit`.
+        let rank = self.distributed.as_ref().map_or(0, |d| d.rank());
+        let main = self.is_main();
         let mut runner = StepRunner::new(self.step.clone(), self.device)?;
         let start = optimizer.lrs();
         let reference = start.iter().copied().fold(0.0f64, f64::max);
@@ -127,7 +148,7 @@ impl Trainer {
                 index = it.consumed().unwrap_or(index + 1);
                 if let Some(t) = transform.as_deref_mut() {
                     let mut ctx =
-                        BatchContext::new(transform_seed, 0, epoch, (index as u64).saturating_sub(1));
+                        BatchContext::new(transform_seed, rank, epoch, (index as u64).saturating_sub(1));
                     batch = t.apply(batch, &mut ctx)?;
                 }
                 if !runner.window_open() {
@@ -140,6 +161,10 @@ impl Trainer {
                 if !(micro.window_full || index == batches) {
                     continue;
                 }
+                if let Some(d) = self.distributed.as_mut() {
+                    // The averaged gradients on every rank, so the guard and the step agree.
+                    d.sync_gradients(model.as_dyn())?;
+                }
                 let step = runner
                     .optimizer_step(model.as_dyn(), optimizer)
                     .and_then(|_| runner.settle(model.as_dyn(), optimizer));
@@ -150,12 +175,17 @@ impl Trainer {
                     Err(e) => return Err(e),
                 };
                 window.clear();
+                // The ranks' mean, so every rank's smoother stops at the same step.
+                let loss = match self.distributed.as_deref() {
+                    Some(d) => mean_over_ranks(d, loss, self.device)?,
+                    None => loss,
+                };
                 lrs.push(config.lr_at(lrs.len()));
                 raw.push(loss);
                 let (smoothed, diverged) = smoother.push(loss);
                 losses.push(smoothed);
                 let every = (config.num_training / 10).max(1);
-                if lrs.len() % every == 0 {
+                if main && lrs.len() % every == 0 {
                     self.progress.line(&format!(
                         "lr_find: step {}/{}, lr {:.2e}, loss {loss:.4} (smoothed {smoothed:.4})",
                         lrs.len(),
@@ -174,6 +204,9 @@ impl Trainer {
             drop(it);
             if runner.window_open() {
                 // Batches left out entirely (every sample skipped) can leave a window open.
+                if let Some(d) = self.distributed.as_mut() {
+                    d.sync_gradients(model.as_dyn())?;
+                }
                 runner.optimizer_step(model.as_dyn(), optimizer)?;
             }
             if !yielded {
@@ -193,4 +226,12 @@ impl Trainer {
 fn mean_loss(window: &[Tensor]) -> f64 {
     let sum: f64 = window.iter().map(|l| l.double_value(&[])).sum();
     sum / window.len().max(1) as f64
+}
+
+/// `loss` averaged over the ranks of `world` (every rank passes its own; a NaN stays NaN). The
+/// tensor goes through `device`, where the backend reduces (NCCL reduces CUDA tensors only).
+fn mean_over_ranks(world: &dyn Distributed, loss: f64, device: Device) -> Result<f64> {
+    let t = Tensor::from_slice(&[loss]).to_device(device);
+    world.all_reduce_sum(std::slice::from_ref(&t))?;
+    Ok(t.double_value(&[0]) / world.world_size() as f64)
 }
