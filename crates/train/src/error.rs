@@ -78,7 +78,7 @@ pub enum TrainError {
         batch: String,
     },
     /// The device ran out of memory during a training step.
-    #[error("{}", describe_out_of_memory(device, *batch_size, input_shape, *fits))]
+    #[error("{}", describe_out_of_memory(device, *batch_size, input_shape, *fits, *searched))]
     OutOfMemory {
         /// The device, as libtorch names it.
         device: String,
@@ -87,8 +87,12 @@ pub enum TrainError {
         /// The shape of the batch's first tensor (the inputs), batch dimension first.
         input_shape: Vec<i64>,
         /// The largest batch size, found by halving, whose forward and backward fit; `None`
-        /// when even one image does not.
+        /// when even one image does not, or when it was not searched.
         fits: Option<usize>,
+        /// Whether `fits` was searched: not under a distributed Trainer, whose probe would run
+        /// on one rank alone while the others wait in a collective, nor in the batch-size
+        /// finder's tries (which are that search).
+        searched: bool,
     },
     /// A training batch left a BatchNorm layer one value per channel (a batch of one whose
     /// feature map there is 1x1), which PyTorch refuses: its statistics would turn NaN.
@@ -209,9 +213,14 @@ pub(crate) fn describe_out_of_memory(
     batch_size: usize,
     input_shape: &[i64],
     fits: Option<usize>,
+    searched: bool,
 ) -> String {
     let sample: Vec<i64> = input_shape.iter().skip(1).copied().collect();
     let hint = match fits {
+        None if !searched => "the largest batch that fits was not searched, as every rank would have to search it \
+            together: find it on one process (`torchlight tune batch-size`, or `Trainer::batch_size_find`), then set \
+            train.batch_size to it (and train.accumulation_steps to keep the effective batch)"
+            .to_string(),
         Some(b) => format!(
             "the largest batch that fits is {b}: set train.batch_size = {b} (and train.accumulation_steps = {} to keep the effective batch)",
             batch_size.div_ceil(b)

@@ -282,19 +282,22 @@ mod tests {
             "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: \
              you tried to allocate 1000000000000000 bytes. Error code 12 (Cannot allocate memory)"
         ));
-        let m = describe_out_of_memory("cuda:0", 256, &[256, 3, 224, 224], Some(64));
+        let m = describe_out_of_memory("cuda:0", 256, &[256, 3, 224, 224], Some(64), true);
         assert_eq!(
             m,
             "cuda:0 ran out of memory at batch size 256 (inputs [256, 3, 224, 224]); the largest batch that fits is 64: \
              set train.batch_size = 64 (and train.accumulation_steps = 4 to keep the effective batch)"
         );
-        let m = describe_out_of_memory("cuda:1", 2, &[2, 3, 4096, 4096], None);
+        let m = describe_out_of_memory("cuda:1", 2, &[2, 3, 4096, 4096], None, true);
         assert!(m.contains("batch size 2") && m.contains("one sample of shape [3, 4096, 4096]"), "{m}");
+        let m = describe_out_of_memory("cuda:1", 32, &[32, 3, 224, 224], None, false);
+        assert!(m.contains("was not searched") && !m.contains("not even one sample"), "{m}");
         let e = TrainError::OutOfMemory {
             device: "cuda:0".into(),
             batch_size: 32,
             input_shape: vec![32, 3, 512, 512],
             fits: Some(16),
+            searched: true,
         };
         assert!(e.to_string().contains("train.batch_size = 16"), "{e}");
     }

@@ -127,7 +127,7 @@ impl Trainer {
         // Each rank mixes its own batch differently, as in `fit`.
         let rank = self.distributed.as_ref().map_or(0, |d| d.rank());
         let main = self.is_main();
-        let mut runner = StepRunner::new(self.step.clone(), self.device)?;
+        let mut runner = self.step_runner()?;
         let start = optimizer.lrs();
         let reference = start.iter().copied().fold(0.0f64, f64::max);
         let ratios: Vec<f64> =

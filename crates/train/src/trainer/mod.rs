@@ -458,6 +458,16 @@ impl Trainer {
         self.distributed.as_ref().is_none_or(|d| d.is_main())
     }
 
+    /// The step runner of a fit or an lr sweep. Under a distributed Trainer an out-of-memory
+    /// failure comes back at once (`fits: None`), without the halving probe: the probe's
+    /// forwards would run on this rank alone, while the others wait in the step's gradient
+    /// all-reduce, and with synchronised BatchNorm they would enter collectives the other ranks
+    /// never join (a hang rather than the error).
+    pub(crate) fn step_runner(&self) -> Result<StepRunner> {
+        let runner = StepRunner::new(self.step.clone(), self.device)?;
+        Ok(if self.distributed.is_some() { runner.without_oom_probe() } else { runner })
+    }
+
     /// Trains `model` on `train` for the configured epochs, validating on `val` after each,
     /// with `task` computing each step and `optimizer` updating the parameters. The model is
     /// borrowed mutably so that callbacks can change its layers ([`Context::model_mut`]).

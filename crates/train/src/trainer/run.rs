@@ -85,7 +85,7 @@ where
         if let Some(seed) = trainer.seed {
             seed_everything(seed);
         }
-        let runner = StepRunner::new(trainer.step.clone(), trainer.device)?;
+        let runner = trainer.step_runner()?;
         let position = LoopPosition {
             epoch: 0,
             epochs: trainer.epochs,

@@ -348,6 +348,7 @@ impl StepRunner {
             batch_size: batch.len(),
             input_shape: batch.tensors().first().map(|t| t.size()).unwrap_or_default(),
             fits,
+            searched: self.probe_on_oom,
         }
     }
 

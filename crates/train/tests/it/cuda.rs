@@ -55,7 +55,8 @@ fn out_of_memory_names_the_largest_batch_that_fits_and_that_batch_trains() {
     let ballast = fill_the_device(d);
     let err = runner.forward_backward(&model, &task, &big).unwrap_err();
     let fits = match &err {
-        TrainError::OutOfMemory { device, batch_size, input_shape, fits } => {
+        TrainError::OutOfMemory { device, batch_size, input_shape, fits, searched } => {
+            assert!(*searched, "a single-process runner searches the batch that fits");
             assert_eq!((device.as_str(), *batch_size), ("cuda:0", BATCH as usize));
             assert_eq!(input_shape.as_slice(), &[BATCH, 3, 64, 64]);
             fits.unwrap_or_else(|| panic!("the guard found no batch that fits: {err}"))

@@ -669,6 +669,60 @@ fn out_of_memory_reports_the_largest_batch_that_fits() {
     assert!(!model.weight.grad().defined(), "the failed step left no gradient behind");
 }
 
+/// Rank 0 of a two-rank world whose collectives leave every tensor as it is (the other rank
+/// holds the same values).
+struct EchoWorld;
+
+impl Distributed for EchoWorld {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn world_size(&self) -> usize {
+        2
+    }
+    fn broadcast_parameters(&mut self, _: &dyn Module) -> Result<()> {
+        Ok(())
+    }
+    fn sync_gradients(&mut self, _: &dyn Module) -> Result<()> {
+        Ok(())
+    }
+    fn all_reduce_sum(&self, tensors: &[Tensor]) -> Result<()> {
+        for t in tensors {
+            let _ = t.shallow_clone().g_mul_scalar_(2.0);
+        }
+        Ok(())
+    }
+    fn all_gather(&self, tensor: &Tensor) -> Result<Vec<Tensor>> {
+        Ok(vec![tensor.copy(), tensor.copy()])
+    }
+    fn barrier(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn out_of_memory_on_one_rank_is_reported_without_a_probe_the_other_ranks_would_not_join() {
+    let _lock = torch_rng_lock();
+    let mut model = Linear::new(4, 3, true);
+    let mut optimizer = adamw(&model, 1e-2);
+    let mut train = blob_loader(16, false, 0);
+    let mut trainer =
+        Trainer::builder().progress(Progress::quiet()).distributed(Box::new(EchoWorld)).build().unwrap();
+    let err = trainer.fit(&mut model, &Hungry { fits: 3 }, &mut optimizer, &mut train, None).unwrap_err();
+    match &err {
+        TrainError::OutOfMemory { batch_size, fits, searched, .. } => {
+            assert_eq!((*batch_size, *fits, *searched), (8, None, false), "{err}");
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains("not searched") && text.contains("tune batch-size"), "{text}");
+    // The same failure in one process searches it.
+    let mut trainer = Trainer::builder().progress(Progress::quiet()).build().unwrap();
+    let err = trainer.fit(&mut model, &Hungry { fits: 3 }, &mut optimizer, &mut train, None).unwrap_err();
+    assert!(matches!(err, TrainError::OutOfMemory { fits: Some(2), searched: true, .. }), "{err}");
+}
+
 /// Classification over a BatchNorm's `[N, 3, 1, 1]` output, flattened to logits.
 struct NormedLogits;
 
