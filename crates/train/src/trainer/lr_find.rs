@@ -16,7 +16,7 @@
 //! epoch, index), so reading epochs from it changes nothing.
 
 use super::snapshot::{Snapshot, SnapshotPlace};
-use super::{AsDynModule, StepRunner, Trainer};
+use super::{AsDynModule, Trainer};
 use crate::batch::Batch;
 use crate::batch_transform::{BatchContext, BatchTransform};
 use crate::distributed::Distributed;
@@ -55,6 +55,7 @@ impl Trainer {
     /// [`TrainerBuilder::distributed`]: super::TrainerBuilder::distributed
     ///
     /// [`StepConfig`]: super::StepConfig
+    /// [`StepRunner`]: super::StepRunner
     pub fn lr_find<M, B, T>(
         &mut self,
         model: &mut M,
