@@ -29,8 +29,8 @@ pub enum Command {
     /// config's model, optimizer, AMP, Mixup and image size on real training images, with the
     /// model, optimizer and generators put back and the device's memory released after it.
     /// Suggests train.batch_size and train.accumulation_steps for the target effective batch.
-    /// One process, one device: refused under --nproc above 1 or a launcher's WORLD_SIZE
-    /// (find the per-rank batch on one GPU, then launch the ranks with it).
+    /// One process, one device (the per-rank batch of a data-parallel run; --nproc N makes the
+    /// suggestion keep the effective batch over N ranks); refused as a rank of a launched job.
     BatchSize(BatchSizeArgs),
 }
 
@@ -90,17 +90,18 @@ pub struct BatchSizeArgs {
     /// number of training images (a batch is never larger than an epoch), which also caps it.
     #[arg(long, value_name = "N")]
     max_batch_size: Option<usize>,
-    /// The effective batch (images per optimizer step) the suggestion keeps; default the
-    /// config's train.batch_size x train.accumulation_steps.
+    /// The effective batch (images per optimizer step, over all --nproc ranks) the suggestion
+    /// keeps; default the config's train.batch_size x train.accumulation_steps (x N ranks).
     #[arg(long, value_name = "N")]
     target_batch: Option<usize>,
     /// Write the suggested train.batch_size and train.accumulation_steps into the `--config`
     /// file (its other lines and comments are kept); an error without `--config`.
     #[arg(long)]
     apply: bool,
-    /// Refused above 1: the search runs in one process on one device (each rank of `train
-    /// --nproc N` trains its own batch of train.batch_size, so the batch found on one GPU is
-    /// the per-rank batch).
+    /// Suggest for `train --nproc N`: the search still runs here, in one process on one device
+    /// (each rank of `train --nproc N` trains its own batch of train.batch_size on its own GPU,
+    /// so the batch found on one is the per-rank batch), and the suggestion keeps the effective
+    /// batch over the N ranks: train.batch_size x train.accumulation_steps x N.
     #[arg(long, value_name = "N")]
     nproc: Option<usize>,
 }
@@ -135,16 +136,18 @@ fn tune_config(config: Option<&PathBuf>, data: &std::path::Path, sets: &[String]
 }
 
 fn run_batch_size(args: BatchSizeArgs) -> Result<()> {
-    const ONE_PROCESS: &str = "the batch-size search runs in one process on one device (PyTorch \
-         Lightning's does not support DDP either): each rank trains its own batch of train.batch_size, so \
-         run it once without --nproc and launch `train --nproc N` with the batch it finds";
-    if let Some(n) = args.nproc.filter(|&n| n > 1) {
-        bail!("--nproc {n}: {ONE_PROCESS}");
-    }
     if let Some(n) = std::env::var("WORLD_SIZE").ok().and_then(|w| w.parse::<usize>().ok()).filter(|&n| n > 1)
     {
-        bail!("WORLD_SIZE={n} (a rank of a launched job): {ONE_PROCESS}");
+        bail!(
+            "WORLD_SIZE={n} (a rank of a launched job): the batch-size search runs in one process on one device, \
+             as each rank trains its own batch of train.batch_size on its own GPU; run it once, not under the \
+             launcher, with --nproc {n} for a suggestion that keeps the effective batch over the {n} ranks"
+        );
     }
+    if args.nproc == Some(0) {
+        bail!("--nproc 0: give the number of ranks the suggestion is for, at least 1");
+    }
+    let ranks = args.nproc.unwrap_or(1);
     if args.apply && args.config.is_none() {
         bail!("--apply writes the suggestion into the --config file, and none was given: pass --config FILE");
     }
@@ -162,7 +165,8 @@ fn run_batch_size(args: BatchSizeArgs) -> Result<()> {
              --max-batch-size 256"
         );
     }
-    let search = BatchSizeSearch { max_batch_size: args.max_batch_size, target_batch: args.target_batch };
+    let search =
+        BatchSizeSearch { max_batch_size: args.max_batch_size, target_batch: args.target_batch, ranks };
     let report = batch_size_find(config, &search, &Progress::auto())?;
     let f = &report.finder;
     println!("batch-size search on {}, up to {} ({}):", report.device, report.ceiling.0, report.ceiling.1);
@@ -200,17 +204,23 @@ fn run_batch_size(args: BatchSizeArgs) -> Result<()> {
     );
     let s = report.suggestion().expect("a batch trained");
     let (batch, steps) = report.current;
+    let effective = report.effective(&s);
+    let (over, times) = match ranks {
+        1 => (String::new(), String::new()),
+        n => (format!(" over {n} ranks"), format!(" x {n} ranks")),
+    };
     println!(
-        "suggested for an effective batch of {} (the config has {batch} x {steps} accumulation steps = {}): \
-         train.batch_size = {}, train.accumulation_steps = {}{}",
+        "suggested for an effective batch of {}{over} (the config has {batch} x {steps} accumulation steps{times} = {}): \
+         train.batch_size = {}{}, train.accumulation_steps = {}{}",
         report.target,
-        batch * steps,
+        batch * steps * ranks,
         s.batch_size,
+        if ranks > 1 { " per rank" } else { "" },
         s.accumulation_steps,
-        if s.effective() == report.target {
+        if effective == report.target {
             String::new()
         } else {
-            format!(" (effective {}, the nearest reachable above {})", s.effective(), report.target)
+            format!(" (effective {effective}, the nearest reachable above {})", report.target)
         }
     );
     let lines = report.config_lines().expect("a suggestion gives config lines");

@@ -160,9 +160,15 @@ pub struct BatchSizeSearch {
     /// larger than an epoch (Lightning's finder stops there too); a larger value is capped
     /// there.
     pub max_batch_size: Option<usize>,
-    /// The effective batch (samples per optimizer step) the suggestion keeps
-    /// (`--target-batch`); default the config's `train.batch_size * train.accumulation_steps`.
+    /// The effective batch (samples per optimizer step, over all ranks) the suggestion keeps
+    /// (`--target-batch`); default the config's `train.batch_size * train.accumulation_steps *
+    /// ranks`.
     pub target_batch: Option<usize>,
+    /// The ranks the suggestion is for (`tune batch-size --nproc N`; 0 counts as 1, one
+    /// process). Each rank of `train --nproc N` trains its own batch of `train.batch_size` on
+    /// its own device, so the search on this one device finds the per-rank batch, and the
+    /// suggestion keeps the global effective batch `batch_size * accumulation_steps * ranks`.
+    pub ranks: usize,
 }
 
 /// What [`batch_size_find`] found and suggests.
@@ -174,17 +180,28 @@ pub struct BatchSizeReport {
     pub device: String,
     /// The largest batch tried, and where that limit came from.
     pub ceiling: (usize, String),
-    /// The effective batch the suggestion keeps.
+    /// The effective batch the suggestion keeps, over all [`ranks`](Self::ranks).
     pub target: usize,
     /// The config's `train.batch_size` and `train.accumulation_steps`.
     pub current: (usize, usize),
+    /// The ranks the suggestion is for (1: one process).
+    pub ranks: usize,
 }
 
 impl BatchSizeReport {
-    /// `train.batch_size` and `train.accumulation_steps` for the target effective batch
-    /// ([`suggest_accumulation`](torchlight_train::suggest_accumulation)), if a batch trained.
+    /// `train.batch_size` (per rank) and `train.accumulation_steps` for the target effective
+    /// batch over the ranks, if a batch trained: [`suggest_accumulation`] of the per-rank
+    /// share `ceil(target / ranks)`, which gives the fewest steps `k = ceil(target / (largest *
+    /// ranks))` and the smallest batch `ceil(target / (k * ranks))` that reach the target.
+    ///
+    /// [`suggest_accumulation`]: torchlight_train::suggest_accumulation
     pub fn suggestion(&self) -> Option<BatchSuggestion> {
-        self.finder.suggest(self.target)
+        self.finder.suggest(self.target.div_ceil(self.ranks.max(1)))
+    }
+
+    /// The effective batch of `s` over the ranks: `batch_size * accumulation_steps * ranks`.
+    pub fn effective(&self, s: &BatchSuggestion) -> usize {
+        s.effective() * self.ranks.max(1)
     }
 
     /// The config lines to use: `train.batch_size = 48` and `train.accumulation_steps = 2`.
@@ -259,7 +276,8 @@ pub fn batch_size_find(
         Some(max) => (images, format!("the {images} training images (--max-batch-size {max} is more)")),
         None => (images, format!("the {images} training images")),
     };
-    let target = search.target_batch.unwrap_or(t.batch_size * t.accumulation_steps);
+    let ranks = search.ranks.max(1);
+    let target = search.target_batch.unwrap_or(t.batch_size * t.accumulation_steps * ranks);
     seed_everything(t.seed);
     let num_classes = config.model.num_classes.unwrap_or(splits.classes.len());
     let task = crate::image::training_task(&config, &splits, num_classes, device)?;
@@ -318,6 +336,7 @@ pub fn batch_size_find(
         ceiling,
         target,
         current: (t.batch_size, t.accumulation_steps),
+        ranks,
     })
 }
 

@@ -4,8 +4,9 @@
 //! before any work, saying what to change. `torchlight tune batch-size` on the CPU: each try and
 //! the largest batch that trains (the ceiling, where nothing runs out of memory), the batch and
 //! accumulation steps for the target effective batch (given, or the config's), `--apply`
-//! writing them into the config file; no ceiling on the CPU, `--nproc 2` and `--apply` without
-//! `--config` are one-line errors before any work.
+//! writing them into the config file, `--nproc 2` keeping the effective batch over two ranks; no
+//! ceiling on the CPU, `--nproc 0` and `--apply` without `--config` are one-line errors before any
+//! work.
 
 use super::{fails, ok, s, temp};
 
@@ -114,10 +115,28 @@ fn tune_batch_size_prints_each_try_the_largest_batch_and_the_suggestion_and_appl
     args.extend_from_slice(QUICK);
     let err = fails(&args);
     assert!(err.contains("--max-batch-size is required on the CPU") && err.contains("kernel"), "{err}");
+    // For `train --nproc 2` the search still runs here, and the suggestion keeps the effective
+    // batch over both ranks: 24 = 6 per rank x 2 steps x 2 ranks (the largest, 8, would take
+    // 2 steps as well); the default target is the config's 4 x 1 x 2 ranks.
     let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "8", "--nproc", "2"];
+    args.extend(["--target-batch", "24"]);
+    args.extend_from_slice(QUICK);
+    let out = ok(&args);
+    assert!(out.contains("largest batch that trains: 8"), "{out}");
+    assert!(
+        out.contains("suggested for an effective batch of 24 over 2 ranks (the config has 4 x 1 accumulation steps x 2 ranks = 8): train.batch_size = 6 per rank, train.accumulation_steps = 2"),
+        "{out}"
+    );
+    let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "3", "--nproc", "2"];
+    args.extend_from_slice(QUICK);
+    let out = ok(&args);
+    assert!(out.contains("an effective batch of 8 over 2 ranks"), "{out}");
+    // 8 over 2 ranks with at most 3 per rank: 2 steps of 2 per rank.
+    assert!(out.contains("train.batch_size = 2 per rank, train.accumulation_steps = 2"), "{out}");
+    let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "8", "--nproc", "0"];
     args.extend_from_slice(QUICK);
     let err = fails(&args);
-    assert!(err.contains("--nproc 2") && err.contains("one process"), "{err}");
+    assert!(err.contains("--nproc 0"), "{err}");
     let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "8", "--apply"];
     args.extend_from_slice(QUICK);
     let err = fails(&args);
