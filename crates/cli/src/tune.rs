@@ -87,7 +87,8 @@ pub struct BatchSizeArgs {
     set: Vec<String>,
     /// The largest batch tried. Required on the CPU, where a batch past the machine's memory
     /// is not an error to catch but the kernel killing the process; on CUDA it defaults to the
-    /// number of training images (a batch is never larger than an epoch), which also caps it.
+    /// number of training images (a rank's share of them with --nproc N; a batch is never
+    /// larger than an epoch), which also caps it.
     #[arg(long, value_name = "N")]
     max_batch_size: Option<usize>,
     /// The effective batch (images per optimizer step, over all --nproc ranks) the suggestion

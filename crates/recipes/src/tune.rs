@@ -156,9 +156,9 @@ fn lr_find_on(
 pub struct BatchSizeSearch {
     /// The largest batch tried (`tune batch-size --max-batch-size`). Required on the CPU, where
     /// a batch past the machine's memory is not an error to catch but the kernel killing the
-    /// process. On CUDA the default is the number of training images, as a batch is never
-    /// larger than an epoch (Lightning's finder stops there too); a larger value is capped
-    /// there.
+    /// process. On CUDA the default is the number of training images (a rank's share of them
+    /// over [`ranks`](Self::ranks)), as a batch is never larger than an epoch (Lightning's
+    /// finder stops there too); a larger value is capped there.
     pub max_batch_size: Option<usize>,
     /// The effective batch (samples per optimizer step, over all ranks) the suggestion keeps
     /// (`--target-batch`); default the config's `train.batch_size * train.accumulation_steps *
@@ -271,12 +271,20 @@ pub fn batch_size_find(
             reason: "the training split holds no image".into(),
         });
     }
-    let ceiling = match search.max_batch_size {
-        Some(max) if max <= images => (max, "--max-batch-size".to_string()),
-        Some(max) => (images, format!("the {images} training images (--max-batch-size {max} is more)")),
-        None => (images, format!("the {images} training images")),
-    };
+    // A rank's batch is never larger than its shard of the epoch.
     let ranks = search.ranks.max(1);
+    let (cap, cap_text) = match ranks {
+        1 => (images, format!("the {images} training images")),
+        n => {
+            let shard = images.div_ceil(n);
+            (shard, format!("a rank's {shard} of the {images} training images over {n} ranks"))
+        }
+    };
+    let ceiling = match search.max_batch_size {
+        Some(max) if max <= cap => (max, "--max-batch-size".to_string()),
+        Some(max) => (cap, format!("{cap_text} (--max-batch-size {max} is more)")),
+        None => (cap, cap_text),
+    };
     let target = search.target_batch.unwrap_or(t.batch_size * t.accumulation_steps * ranks);
     seed_everything(t.seed);
     let num_classes = config.model.num_classes.unwrap_or(splits.classes.len());

@@ -133,6 +133,16 @@ fn tune_batch_size_prints_each_try_the_largest_batch_and_the_suggestion_and_appl
     assert!(out.contains("an effective batch of 8 over 2 ranks"), "{out}");
     // 8 over 2 ranks with at most 3 per rank: 2 steps of 2 per rank.
     assert!(out.contains("train.batch_size = 2 per rank, train.accumulation_steps = 2"), "{out}");
+    // A rank's batch is capped at its shard of the epoch: half the training images.
+    let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "64", "--nproc", "2"];
+    args.extend_from_slice(QUICK);
+    let out = ok(&args);
+    assert!(
+        out.contains(
+            "up to 15 (a rank's 15 of the 30 training images over 2 ranks (--max-batch-size 64 is more))"
+        ),
+        "{out}"
+    );
     let mut args = vec!["tune", "batch-size", "--data", &data, "--max-batch-size", "8", "--nproc", "0"];
     args.extend_from_slice(QUICK);
     let err = fails(&args);
