@@ -324,13 +324,10 @@ pub fn batch_size_find(
     };
     // A batch of one gives a training BatchNorm one value per channel, which PyTorch refuses:
     // for such a model the search ends at 2 (a ceiling of 1 is the config's error).
-    let min_batch = if check_batch_norm_batches(&config, 1).is_err() {
-        if ceiling.0 < 2 {
-            check_batch_norm_batches(&config, ceiling.0)?;
-        }
-        2
-    } else {
-        1
+    let min_batch = match check_batch_norm_batches(&config, 1) {
+        Ok(()) => 1,
+        Err(e) if ceiling.0 < 2 => return Err(e),
+        Err(_) => 2,
     };
     let finder_config = BatchSizeFindConfig::new(ceiling.0)
         .with_init_batch_size(ceiling.0.min(2))

@@ -41,8 +41,14 @@ fn loader(dataset: TensorDataset, sampler: impl Sampler + 'static, batch: usize)
 
 /// The model (initialised from `init_seed`) and its SGD with momentum.
 fn model_and_optimizer(init_seed: u64) -> Result<(Sequential, Sgd)> {
+    model_and_optimizer_on(init_seed, tch::Device::Cpu)
+}
+
+/// [`model_and_optimizer`] with the model on `device` before its SGD is made.
+fn model_and_optimizer_on(init_seed: u64, device: tch::Device) -> Result<(Sequential, Sgd)> {
     let model = conv_mlp();
     init_deterministic(&model, init_seed);
+    torchlight_nn::to_device(&model, device);
     let params = torchlight_nn::named_parameters(&model);
     Ok((model, Sgd::new(vec![ParamGroup::new(params, SgdConfig::new(0.1).with_momentum(0.9))])?))
 }
@@ -206,14 +212,7 @@ pub fn lr_find_rank(pg: &ProcessGroup, out: &Path) -> Result<()> {
 /// rank's own weights are checked to be back.
 fn sweep_on(pg: &ProcessGroup, device: tch::Device, run_dir: &Path) -> Result<String> {
     let r = pg.rank();
-    let model = conv_mlp();
-    init_deterministic(&model, 3 + r as u64);
-    torchlight_nn::to_device(&model, device);
-    let mut model = model;
-    let mut sgd = Sgd::new(vec![ParamGroup::new(
-        torchlight_nn::named_parameters(&model),
-        SgdConfig::new(0.1).with_momentum(0.9),
-    )])?;
+    let (mut model, mut sgd) = model_and_optimizer_on(3 + r as u64, device)?;
     let own = state(&model);
     let (mut train, _) = rank_loaders(r)?;
     let mut trainer = rank_trainer(pg, EPOCHS, run_dir, false).device(device).build()?;
@@ -225,12 +224,7 @@ fn sweep_on(pg: &ProcessGroup, device: tch::Device, run_dir: &Path) -> Result<St
 /// One process's sweep on the ranks' batches together from rank 0's initial weights, on
 /// `device`: what a 2-rank sweep's curve must equal.
 pub fn one_process_sweep(device: tch::Device) -> Result<LrFinder> {
-    let (mut model, _) = model_and_optimizer(3)?;
-    torchlight_nn::to_device(&model, device);
-    let mut sgd = Sgd::new(vec![ParamGroup::new(
-        torchlight_nn::named_parameters(&model),
-        SgdConfig::new(0.1).with_momentum(0.9),
-    )])?;
+    let (mut model, mut sgd) = model_and_optimizer_on(3, device)?;
     let samplers = (0..WORLD).map(rank_sampler).collect::<Result<Vec<_>>>()?;
     let mut train = loader(dataset(11, TRAIN_SAMPLES), Concatenated(samplers), PER_RANK_BATCH * WORLD)?;
     let mut trainer = Trainer::builder()
